@@ -1,0 +1,36 @@
+// kloop: turns AI-generated GPU kernels into evidence. Entry point of the CLI.
+#include <cstdio>
+#include <exception>
+
+#include <fmt/core.h>
+
+#include "app/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "kloop: sends an operator contract to a kernel generator, builds and checks every candidate "
+      "through hard gates, and promotes only fully verified kernels.\n"
+      "Exit codes: 0 ok/promoted, 1 rejected, 2 usage or contract error, 3 could not finish."};
+  app.set_version_flag("--version", fmt::format("kloop {} ({})", KLOOP_VERSION, KLOOP_GIT_COMMIT));
+  app.require_subcommand(1);
+  int exit_code = kloop::app::kExitOk;
+  kloop::app::register_optimize(app, exit_code);
+  kloop::app::register_evaluate(app, exit_code);
+  kloop::app::register_store_commands(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kloop::app::kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kloop: %s\n", e.what());
+    return kloop::app::kExitCouldNotFinish;
+  }
+  return exit_code;
+}

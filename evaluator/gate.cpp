@@ -1,0 +1,63 @@
+#include "evaluator/gate.h"
+
+namespace kloop::evaluator {
+
+std::string_view gate_status_name(GateStatus status) {
+  switch (status) {
+    case GateStatus::kPass: return "pass";
+    case GateStatus::kFail: return "fail";
+    case GateStatus::kTimeout: return "timeout";
+    case GateStatus::kCrashed: return "crashed";
+    case GateStatus::kNotRun: return "not_run";
+    case GateStatus::kInfraError: return "infra_error";
+  }
+  return "infra_error";
+}
+
+GateStatus parse_gate_status(std::string_view name) {
+  for (GateStatus s : {GateStatus::kPass, GateStatus::kFail, GateStatus::kTimeout,
+                       GateStatus::kCrashed, GateStatus::kNotRun, GateStatus::kInfraError}) {
+    if (gate_status_name(s) == name) return s;
+  }
+  throw std::invalid_argument("unknown gate status '" + std::string(name) +
+                              "' (expected pass, fail, timeout, crashed, not_run, infra_error)");
+}
+
+std::string_view verdict_name(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kPass: return "pass";
+    case Verdict::kReject: return "reject";
+    case Verdict::kPendingDeviceValidation: return "pending_device_validation";
+  }
+  return "reject";
+}
+
+Verdict decide_verdict(const std::vector<GateResult>& gates) {
+  bool pending = false;
+  for (const auto& g : gates) {
+    if (g.status == GateStatus::kFail || g.status == GateStatus::kTimeout ||
+        g.status == GateStatus::kCrashed)
+      return Verdict::kReject;
+    if (g.status == GateStatus::kNotRun || g.status == GateStatus::kInfraError) pending = true;
+  }
+  return pending || gates.empty() ? Verdict::kPendingDeviceValidation : Verdict::kPass;
+}
+
+nlohmann::json PublicReport::to_json() const {
+  nlohmann::json gates_json = nlohmann::json::array();
+  for (const auto& g : gates) {
+    gates_json.push_back({{"name", g.name},
+                          {"status", gate_status_name(g.status)},
+                          {"reason", g.reason},
+                          {"evidence", g.evidence}});
+  }
+  return {{"verdict", verdict_name(verdict)}, {"gates", gates_json}, {"artifacts", artifacts}};
+}
+
+const GateResult* PublicReport::find(std::string_view gate) const {
+  for (const auto& g : gates)
+    if (g.name == gate) return &g;
+  return nullptr;
+}
+
+}  // namespace kloop::evaluator

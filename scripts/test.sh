@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# test.sh: the whole test suite (README.md's second command). Installs what is missing, builds,
+# checks formatting, runs every CTest tier (gpu tests skip with a reason where there is no device),
+# then rebuilds with ASan+UBSan and runs the CPU tiers (unit, integration) again.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+"$root/scripts/bootstrap.sh" build
+echo "== clang-format check"
+git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | grep -v '^kernels/rmsnorm/corpus/' |
+  xargs clang-format --dry-run --Werror
+echo "== tests (build)"
+ctest --test-dir build --output-on-failure -j 2
+echo "== tests under ASan+UBSan (build-asan, CPU tiers)"
+"$root/scripts/bootstrap.sh" build-asan -DKLOOP_SANITIZE=ON -DKLOOP_WITH_CUDA=OFF
+ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -j 2 -L 'unit|integration'
