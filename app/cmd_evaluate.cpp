@@ -1,17 +1,102 @@
-// Placeholder until this command is built: says so plainly and exits 3.
+// `kloop evaluate OP --candidate DIR [--json] [--no-sandbox] [--build-timeout S]`: one candidate
+// through every gate that can run here (evaluator/pipeline.h). Exit codes: 0 pass, 1 reject,
+// 2 usage (unknown operator, unreadable candidate directory), 3 could not finish (no device:
+// pending_device_validation; infrastructure fault).
 #include <cstdio>
+#include <string>
+
+#include <fmt/core.h>
 
 #include "app/commands.h"
+#include "evaluator/pipeline.h"
 
 namespace kloop::app {
+namespace {
+
+struct EvaluateArgs {
+  std::string op;
+  std::string candidate_dir;
+  bool json = false;
+  bool no_sandbox = false;
+  double build_timeout_s = 20;
+};
+
+void print_table(const evaluator::PublicReport& report) {
+  std::printf("%-12s %-12s %s\n", "gate", "status", "reason");
+  for (const auto& g : report.gates) {
+    std::string reason = g.reason;
+    if (reason.size() > 160) reason = reason.substr(0, 157) + "...";
+    std::printf("%-12s %-12s %s\n", g.name.c_str(),
+                std::string(evaluator::gate_status_name(g.status)).c_str(), reason.c_str());
+  }
+  for (const auto& [name, sha] : report.artifacts)
+    std::printf("artifact %-14s sha256 %s\n", name.c_str(), sha.c_str());
+  std::printf("verdict: %s\n", std::string(evaluator::verdict_name(report.verdict)).c_str());
+}
+
+int run_evaluate(const EvaluateArgs& a) {
+  if (a.op != "rmsnorm") {
+    std::fprintf(stderr, "kloop evaluate: unknown operator '%s'; available: rmsnorm\n",
+                 a.op.c_str());
+    return kExitUsage;
+  }
+  if (!(a.build_timeout_s > 0 && a.build_timeout_s <= 3600)) {
+    std::fprintf(stderr, "kloop evaluate: --build-timeout must be in (0, 3600] seconds\n");
+    return kExitUsage;
+  }
+  auto loaded = evaluator::load_candidate_dir(a.candidate_dir);
+  if (!loaded.candidate) {
+    std::fprintf(stderr, "kloop evaluate: %s\n", loaded.error.c_str());
+    return kExitUsage;
+  }
+  evaluator::EvaluateOptions options;
+  options.build.deadline =
+      std::chrono::milliseconds(static_cast<long long>(a.build_timeout_s * 1000));
+  if (a.no_sandbox) {
+    options.build.sandbox = evaluator::SandboxRequest::kNoSandbox;
+    std::fprintf(stderr, "kloop evaluate: --no-sandbox: the candidate is compiled WITHOUT "
+                         "isolation (recorded in the build gate's evidence)\n");
+  }
+  evaluator::NoDeviceGates device;
+  auto ev = evaluator::evaluate_candidate(*loaded.candidate, options, device);
+  if (a.json)
+    std::printf("%s\n", ev.report.to_json().dump(2).c_str());
+  else
+    print_table(ev.report);
+  switch (ev.report.verdict) {
+  case evaluator::Verdict::kPass:
+    return kExitOk;
+  case evaluator::Verdict::kReject:
+    return kExitRejected;
+  case evaluator::Verdict::kPendingDeviceValidation:
+    return kExitCouldNotFinish;
+  }
+  return kExitCouldNotFinish;
+}
+
+} // namespace
 
 void register_evaluate(CLI::App& app, int& exit_code) {
-  auto* sub = app.add_subcommand("evaluate", "Run one candidate through every gate that can run here (not built yet)");
-  sub->allow_extras();
-  sub->callback([&exit_code] {
-    std::fprintf(stderr, "kloop evaluate: not built yet in this version\n");
-    exit_code = kExitCouldNotFinish;
+  auto args = std::make_shared<EvaluateArgs>();
+  auto* sub = app.add_subcommand(
+      "evaluate", "Run one candidate (kernel.cu + manifest.json) through every gate that can run "
+                  "here. Exit: 0 pass, 1 reject, 2 usage, 3 could not finish (no device)");
+  sub->add_option("op", args->op, "Operator (rmsnorm)")->required();
+  sub->add_option("--candidate", args->candidate_dir, "Folder with kernel.cu and manifest.json")
+      ->required();
+  sub->add_flag("--json", args->json, "Print one JSON document (the public report)");
+  sub->add_flag("--no-sandbox", args->no_sandbox,
+                "Build without namespace isolation (recorded; only for trusted sources)");
+  sub->add_option("--build-timeout", args->build_timeout_s,
+                  "Wall-clock limit of one build in seconds (default 20)");
+  sub->callback([args, &exit_code] {
+    try {
+      exit_code = run_evaluate(*args);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kloop evaluate: could not finish: %s\n", e.what());
+      exit_code = kExitCouldNotFinish;
+    }
   });
 }
 
-}  // namespace kloop::app
+} // namespace kloop::app

@@ -32,6 +32,13 @@ std::string_view verdict_name(Verdict verdict) {
   return "reject";
 }
 
+Verdict parse_verdict(std::string_view name) {
+  for (Verdict v : {Verdict::kPass, Verdict::kReject, Verdict::kPendingDeviceValidation})
+    if (verdict_name(v) == name) return v;
+  throw std::invalid_argument("unknown verdict '" + std::string(name) +
+                              "' (expected pass, reject, pending_device_validation)");
+}
+
 Verdict decide_verdict(const std::vector<GateResult>& gates) {
   bool pending = false;
   for (const auto& g : gates) {
@@ -52,6 +59,24 @@ nlohmann::json PublicReport::to_json() const {
                           {"evidence", g.evidence}});
   }
   return {{"verdict", verdict_name(verdict)}, {"gates", gates_json}, {"artifacts", artifacts}};
+}
+
+PublicReport PublicReport::from_json(const nlohmann::json& j) {
+  PublicReport r;
+  try {
+    r.verdict = parse_verdict(j.at("verdict").get<std::string>());
+    for (const auto& g : j.at("gates")) {
+      r.gates.push_back({g.at("name").get<std::string>(),
+                         parse_gate_status(g.at("status").get<std::string>()),
+                         g.value("reason", std::string()),
+                         g.value("evidence", nlohmann::json::object())});
+    }
+    if (j.contains("artifacts"))
+      r.artifacts = j.at("artifacts").get<std::map<std::string, std::string>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("public report JSON: ") + e.what());
+  }
+  return r;
 }
 
 const GateResult* PublicReport::find(std::string_view gate) const {

@@ -46,6 +46,7 @@ struct GateResult {
 // Final disposition of one public evaluation.
 enum class Verdict : int { kPass = 0, kReject = 1, kPendingDeviceValidation = 2 };
 std::string_view verdict_name(Verdict verdict);  // "pass", "reject", "pending_device_validation"
+Verdict parse_verdict(std::string_view name);     // throws std::invalid_argument
 
 // The public report of one candidate: what feedback may see. Holdout results are a different type
 // (holdout/) that no function of feedback/ accepts.
@@ -55,6 +56,8 @@ struct PublicReport {
   std::map<std::string, std::string> artifacts;  // name ("kernel.cu", "manifest.json",
                                                  // "kernel.ptx", "kernel.cubin") -> sha256 hex
   nlohmann::json to_json() const;  // {"verdict", "gates":[{name,status,reason,evidence}], "artifacts"}
+  // Inverse of to_json (a stored report). Throws std::invalid_argument naming the bad field.
+  static PublicReport from_json(const nlohmann::json& j);
   const GateResult* find(std::string_view gate) const;  // nullptr when absent
 };
 

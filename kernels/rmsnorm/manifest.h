@@ -66,6 +66,10 @@ struct ManifestParse {
 };
 ManifestParse parse_manifest(std::string_view manifest_text, std::string_view kernel_source);
 
+// True when `kernel_source` defines `extern "C" __global__ void NAME(` (whitespace, newlines and
+// __launch_bounds__(...) tolerated; commented-out code ignored).
+bool source_defines_entry_point(std::string_view kernel_source, const std::string& name);
+
 // Human-readable dispatch predicate, e.g. "dtype in {float16,bfloat16} && 1<=H<=65536 && ...".
 std::string dispatch_predicate_text(const Manifest& manifest);
 

@@ -1,0 +1,95 @@
+#include "agent/components.h"
+
+#include <fmt/core.h>
+
+#include "evaluator/pipeline.h"
+
+namespace kloop::agent {
+namespace {
+
+class PipelineEvaluator : public CandidateEvaluator {
+ public:
+  PipelineEvaluator(evaluator::EvaluateOptions options, std::unique_ptr<evaluator::DeviceGates> gates)
+      : options_(std::move(options)), gates_(std::move(gates)) {}
+  evaluator::Evaluation evaluate(const evaluator::Candidate& candidate) override {
+    return evaluator::evaluate_candidate(candidate, options_, *gates_);
+  }
+
+ private:
+  evaluator::EvaluateOptions options_;
+  std::unique_ptr<evaluator::DeviceGates> gates_;
+};
+
+class WorkerHoldoutRunner : public HoldoutRunner {
+ public:
+  explicit WorkerHoldoutRunner(std::chrono::milliseconds deadline) : deadline_(deadline) {}
+  holdout::HoldoutResult run(const evaluator::Candidate& candidate,
+                             const rmsnorm::Manifest& manifest, const std::string& cubin,
+                             const std::vector<rmsnorm::CaseSpec>& suite) override {
+    (void)manifest;
+    evaluator::GpuRunRequest req;
+    req.mode = "correctness";
+    req.cubin = cubin;
+    req.source = candidate.source;
+    req.manifest = nlohmann::json::parse(candidate.manifest_text);
+    req.cases = nlohmann::json::array();
+    for (const auto& s : suite) req.cases.push_back(s.to_json());
+    evaluator::GpuRunOptions o;
+    o.deadline = deadline_;
+    return holdout_result_from(evaluator::run_gpu_worker(req, o));
+  }
+
+ private:
+  std::chrono::milliseconds deadline_;
+};
+
+}  // namespace
+
+holdout::HoldoutResult holdout_result_from(const evaluator::GpuRunResult& run) {
+  holdout::HoldoutResult r;
+  r.status = run.status;
+  r.reason = run.reason;
+  if (run.result.is_object() && run.result.contains("suite")) {
+    const auto& suite = run.result["suite"];
+    r.passed = suite.value("passed", std::int64_t{0});
+    r.failed = suite.value("failed", std::int64_t{0});
+    r.detail = suite;
+  }
+  r.detail["fault_class"] = run.fault_class;
+  return r;
+}
+
+DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progress) {
+  evaluator::GpuRunRequest probe;
+  probe.mode = "probe";
+  probe.cases = nlohmann::json::array();
+  evaluator::GpuRunOptions po;
+  po.deadline = std::chrono::milliseconds(20000);
+  evaluator::GpuRunResult result;
+  try {
+    result = evaluator::run_gpu_worker(probe, po);
+  } catch (const evaluator::InfraError& e) {
+    result.status = evaluator::GateStatus::kInfraError;
+    result.reason = e.what();
+  }
+  has_device_ = result.status == evaluator::GateStatus::kPass;
+  if (has_device_ && result.result.contains("device")) {
+    const auto& dev = result.result["device"];
+    device_name_ = dev.value("name", std::string());
+    driver_version_ = dev.contains("driver_version") ? dev["driver_version"].dump() : "";
+    progress.line(fmt::format("device: {}", dev.dump()));
+  } else {
+    progress.line(fmt::format("device: none ({}); device gates will report not_run",
+                              result.reason.empty() ? "probe failed" : result.reason));
+  }
+  evaluator::EvaluateOptions eo;
+  if (options.no_sandbox) eo.build.sandbox = evaluator::SandboxRequest::kNoSandbox;
+  evaluator::GpuGatesOptions go;
+  go.public_seed = options.public_seed;
+  go.deadline = std::chrono::milliseconds(static_cast<long>(options.worker_timeout_s * 1000));
+  evaluator_ = std::make_unique<PipelineEvaluator>(
+      eo, std::make_unique<evaluator::GpuWorkerGates>(go));
+  holdout_ = std::make_unique<WorkerHoldoutRunner>(go.deadline);
+}
+
+}  // namespace kloop::agent

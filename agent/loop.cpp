@@ -1,0 +1,246 @@
+#include "agent/loop.h"
+
+#include <chrono>
+#include <fmt/core.h>
+
+#include "agent/loop_record.h"
+#include "agent/reply_parser.h"
+#include "feedback/feedback.h"
+#include "kernels/rmsnorm/contract.h"
+#include "prompts/prompt_builder.h"
+
+namespace kloop::agent {
+namespace {
+
+using evaluator::GateStatus;
+using evaluator::PublicReport;
+using evaluator::Verdict;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string gate_line(const evaluator::GateResult& g) {
+  std::string line = fmt::format("    {:<12} {}", g.name, evaluator::gate_status_name(g.status));
+  if (!g.reason.empty()) line += "  " + g.reason.substr(0, 160);
+  return line;
+}
+
+// The session record for a fresh run.
+store::SessionRecord new_session(const LoopOptions& o) {
+  store::SessionRecord s;
+  s.operator_name = o.operator_name;
+  s.contract_version = std::to_string(rmsnorm::kContractVersion);
+  s.contract_sha256 = rmsnorm::contract_sha256();
+  s.provider = o.provider_name;
+  s.model = o.model;
+  s.budget = o.budget;
+  s.seed = static_cast<std::int64_t>(o.seed);
+  s.kloop_version = o.kloop_version;
+  s.kloop_commit = o.kloop_commit;
+  s.toolkit_version = o.toolkit_version;
+  s.driver_version = o.driver_version;
+  s.device_name = o.device_name;
+  s.device_arch = o.device_arch;
+  s.params = o.params;
+  return s;
+}
+
+// State carried from one iteration to the next: only public data.
+struct Carry {
+  std::optional<PublicReport> report;
+  std::string reply;   // the previous reply text (the assistant turn)
+  std::string source;  // the previous kernel.cu (quoted by feedback)
+  int iteration = -1;
+};
+
+ProviderRequest make_request(const prompts::PromptBuilder& prompts, const LoopOptions& o,
+                             const Carry& carry, int index) {
+  ProviderRequest req;
+  req.system = prompts.system_prompt();
+  req.model = o.model;
+  req.iteration = index;
+  req.messages.push_back({"user", prompts.contract_prompt()});
+  if (carry.report) {
+    feedback::FeedbackOptions fo;
+    fo.kernel_source = carry.source;
+    const auto payload = feedback::build_feedback(*carry.report, fo);
+    req.messages.push_back({"assistant", carry.reply});
+    req.messages.push_back(
+        {"user", prompts.feedback_prompt(payload, carry.iteration, o.budget - index - 1)});
+  }
+  return req;
+}
+
+// A report for a reply that did not parse: the format gate failed, nothing else ran.
+PublicReport format_failure_report(const evaluator::GateResult& format_gate) {
+  PublicReport r;
+  r.gates.push_back(format_gate);
+  r.verdict = Verdict::kReject;
+  return r;
+}
+
+}  // namespace
+
+int dispatch_restriction_rank(const rmsnorm::Manifest& m) {
+  int rank = 0;
+  rank += m.dispatch.x_rows == rmsnorm::RowLayout::kContiguous ? 4 : 0;
+  rank += m.dispatch.h_multiple_of > 1 ? 2 : 0;
+  rank += m.dispatch.alignment_bytes > 4 ? 1 : 0;
+  rank += m.dispatch.h_min > 1 ? 1 : 0;
+  rank += m.dispatch.h_max < 65536 ? 1 : 0;
+  rank += static_cast<int>(3 - m.entry_points.size());
+  rank += m.target == "sm_90a" ? 1 : 0;
+  return rank;
+}
+
+LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEvaluator& evaluator,
+                    HoldoutRunner& holdout_runner, store::Store& store, ProgressSink& progress,
+                    const std::atomic<bool>& cancel) {
+  const auto t_session = Clock::now();
+  const prompts::PromptBuilder prompts(rmsnorm::contract_json());  // validates templates
+  LoopResult result;
+  Recorder rec(store);
+
+  // 1. Session and the sealed holdout, committed before the first prompt.
+  store::SessionRecord session;
+  int first_index = 0;
+  Carry carry;
+  if (options.resume_session) {
+    const auto info = store.resume_session(*options.resume_session);
+    session = info.session;
+    first_index = info.last_committed_iteration ? *info.last_committed_iteration + 1 : 0;
+    carry = Carry{};
+    if (auto last = rec.last_public_state(session.id)) {
+      carry.report = last->report;
+      carry.reply = last->reply;
+      carry.source = last->source;
+      carry.iteration = last->iteration;
+    }
+    progress.line(fmt::format("resuming session {} at iteration {} of {}", session.id,
+                              first_index + 1, session.budget));
+  } else {
+    session = new_session(options);
+    store.create_session(session);
+  }
+  result.session_id = session.id;
+  const std::string label = "session-" + std::to_string(session.id);
+  holdout::SealedSuite sealed =
+      options.resume_session
+          ? holdout::SealedSuite::open(options.holdout_dir, label)
+          : holdout::SealedSuite::create(options.holdout_dir, label, holdout::draw_secret_seed(),
+                                         options.holdout_options);
+  result.holdout_commitment = sealed.commitment();
+  if (!options.resume_session) rec.holdout_commitment(session.id, sealed.commitment());
+  progress.line(fmt::format("session {}: {} via {}{}, budget {}, holdout committed {}", session.id,
+                            session.operator_name, session.provider,
+                            session.model.empty() ? "" : "/" + session.model, session.budget,
+                            sealed.commitment().substr(0, 16)));
+
+  // 2. Iterations.
+  bool interrupted = false;
+  std::string stop_note;
+  for (int index = first_index; index < session.budget; ++index) {
+    if (cancel.load()) {
+      interrupted = true;
+      break;
+    }
+    const auto t_iter = Clock::now();
+    if (carry.report) provider.observe_public_report(carry.report->to_json());
+    const ProviderRequest request = make_request(prompts, options, carry, index);
+    ProviderResponse response = provider.complete(request);
+    IterationSummary summary;
+    summary.index = index;
+    if (response.outcome == ProviderOutcome::kCancelled || cancel.load()) {
+      interrupted = true;
+      break;
+    }
+    if (!response.ok()) {
+      summary.verdict = "provider_error";
+      summary.note = std::string(provider_outcome_name(response.outcome)) + ": " + response.error;
+      summary.wall_s = seconds_since(t_iter);
+      rec.provider_failure(session.id, index, request, response, summary.wall_s);
+      progress.line(fmt::format("[{}/{}] provider {} ({:.1f}s)", index + 1, session.budget,
+                                summary.note, summary.wall_s));
+      result.iterations.push_back(summary);
+      if (response.outcome == ProviderOutcome::kBudgetExceeded) {
+        stop_note = response.error;
+        break;
+      }
+      continue;
+    }
+    const ParsedReply parsed = parse_reply(response.text);
+    const auto format_gate = format_gate_result(parsed, response.text.size());
+    std::optional<evaluator::Evaluation> evaluation;
+    evaluator::Candidate candidate;
+    if (parsed.ok) {
+      candidate.source = parsed.kernel_source;
+      candidate.manifest_text = parsed.manifest_text;
+      candidate.source_file_bytes = candidate.source.size();
+      candidate.manifest_file_bytes = candidate.manifest_text.size();
+      evaluation = evaluator.evaluate(candidate);
+      evaluation->report.gates.insert(evaluation->report.gates.begin(), format_gate);
+    }
+    const PublicReport report =
+        evaluation ? evaluation->report : format_failure_report(format_gate);
+    summary.verdict = std::string(evaluator::verdict_name(report.verdict));
+    summary.speedup = speedup_of(report);
+    summary.wall_s = seconds_since(t_iter);
+    for (const auto& g : report.gates)
+      summary.gates.emplace_back(g.name, std::string(evaluator::gate_status_name(g.status)));
+    rec.iteration(session.id, index, request, response, candidate, parsed.ok, evaluation, report,
+                  summary.wall_s);
+    progress.line(fmt::format("[{}/{}] {} ({:.1f}s){}", index + 1, session.budget, summary.verdict,
+                              summary.wall_s,
+                              summary.speedup ? fmt::format(", speed-up {:.3f}x", *summary.speedup)
+                                              : std::string()));
+    for (const auto& g : report.gates) progress.line(gate_line(g));
+    result.iterations.push_back(summary);
+    carry = Carry{report, response.text, parsed.ok ? parsed.kernel_source : std::string(), index};
+  }
+
+  if (interrupted) {
+    store.finish_session(session.id, store::SessionStatus::kInterrupted, std::nullopt);
+    result.decision = "interrupted";
+    result.reason = "cancelled (Ctrl-C); committed iterations are kept; continue with "
+                    "kloop optimize --resume " +
+                    std::to_string(session.id);
+    result.exit_code = 3;
+    progress.line(result.reason);
+    return result;
+  }
+
+  // 3-5. Freeze, holdout, promotion, receipt.
+  finish_session(options, session, sealed, holdout_runner, rec, store, progress, stop_note,
+                 result);
+  progress.line(fmt::format("session {} {} in {:.1f}s: {}", session.id, result.decision,
+                            seconds_since(t_session), result.reason));
+  return result;
+}
+
+nlohmann::json LoopResult::to_json() const {
+  nlohmann::json its = nlohmann::json::array();
+  for (const auto& it : iterations) {
+    nlohmann::json gates = nlohmann::json::object();
+    for (const auto& [name, status] : it.gates) gates[name] = status;
+    its.push_back({{"index", it.index},
+                   {"verdict", it.verdict},
+                   {"wall_s", it.wall_s},
+                   {"gates", gates},
+                   {"speedup", it.speedup ? nlohmann::json(*it.speedup) : nlohmann::json()},
+                   {"note", it.note}});
+  }
+  return {{"session_id", session_id},
+          {"decision", decision},
+          {"reason", reason},
+          {"iterations", its},
+          {"frozen_iteration", frozen_iteration ? nlohmann::json(*frozen_iteration) : nlohmann::json()},
+          {"holdout", holdout ? holdout->to_json() : nlohmann::json()},
+          {"holdout_commitment", holdout_commitment},
+          {"receipt_file", receipt_file},
+          {"export_dir", export_dir},
+          {"exit_code", exit_code}};
+}
+
+}  // namespace kloop::agent

@@ -1,0 +1,103 @@
+// The refinement loop (`kloop optimize`), seed "The refinement feedback loop": open a session, seal
+// the holdout suite and store its commitment before the first prompt; for each iteration render
+// the prompt (contract, then feedback from the previous public report), ask the provider, parse,
+// evaluate through the public gates and record everything in one store step; then freeze the best
+// candidate that passed every public gate, run it once against the holdout in a fresh GPU worker,
+// retire the suite, decide promotion and write the receipt. Every boundary is an interface
+// (Provider, CandidateEvaluator, HoldoutRunner, store::Store, ProgressSink), so tests drive the
+// loop with fakes on a CPU-only machine.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/provider.h"
+#include "evaluator/candidate.h"
+#include "evaluator/pipeline.h"
+#include "holdout/holdout.h"
+#include "store/store.h"
+
+namespace kloop::agent {
+
+// Evaluates one candidate through the public gates. The real implementation wraps
+// evaluator::evaluate_candidate with the GPU worker's device gates.
+class CandidateEvaluator {
+ public:
+  virtual ~CandidateEvaluator() = default;
+  virtual evaluator::Evaluation evaluate(const evaluator::Candidate& candidate) = 0;
+};
+
+// Runs the frozen candidate once against the unsealed holdout suite (a fresh GPU worker). Returns
+// status not_run with the reason where no device is available.
+class HoldoutRunner {
+ public:
+  virtual ~HoldoutRunner() = default;
+  virtual holdout::HoldoutResult run(const evaluator::Candidate& candidate,
+                                     const rmsnorm::Manifest& manifest, const std::string& cubin,
+                                     const std::vector<rmsnorm::CaseSpec>& suite) = 0;
+};
+
+// Progress on the terminal: one line per iteration and gate, then a summary. `--json` replaces it
+// with a silent sink and prints LoopResult::to_json() at the end.
+class ProgressSink {
+ public:
+  virtual ~ProgressSink() = default;
+  virtual void line(const std::string& text) = 0;
+};
+
+struct LoopOptions {
+  std::string operator_name = "weighted_rmsnorm";
+  int budget = 5;                    // iterations (1..100)
+  std::uint64_t seed = 1;            // public seed: provider sampling, offline policy
+  std::string provider_name;         // recorded in the session
+  std::string model;                 // recorded and sent to the provider
+  nlohmann::json params = nlohmann::json::object();  // recorded for --resume (base_url, ...)
+  std::optional<std::int64_t> resume_session;        // continue this session
+  std::filesystem::path holdout_dir;                 // sealed suites (outside every sandbox)
+  holdout::SuiteOptions holdout_options;
+  std::optional<std::string> signing_key_file;       // sign the receipt when set
+  std::filesystem::path export_dir;                  // promoted artifacts go to export_dir/ID
+  std::string kloop_version, kloop_commit;
+  std::string device_name, device_arch = "sm_90", driver_version, toolkit_version = "13.0";
+};
+
+struct IterationSummary {
+  int index = 0;
+  std::string verdict;  // verdict_name, or "provider_error"
+  double wall_s = 0;
+  std::vector<std::pair<std::string, std::string>> gates;  // name -> status
+  std::optional<double> speedup;
+  std::string note;  // provider error, format failure, ...
+};
+
+struct LoopResult {
+  std::int64_t session_id = 0;
+  // "promoted", "rejected", "pending_device_validation", "interrupted", "failed"
+  std::string decision;
+  std::string reason;
+  std::vector<IterationSummary> iterations;
+  std::optional<int> frozen_iteration;
+  std::optional<holdout::HoldoutResult> holdout;
+  std::string holdout_commitment;
+  std::string receipt_file;  // written receipt JSON ("" when none)
+  std::string export_dir;    // promoted artifact folder ("" when none)
+  int exit_code = 3;         // 0 promoted, 1 rejected, 3 could not finish
+  nlohmann::json to_json() const;
+};
+
+// Runs the loop. Cancellation (`cancel` set, e.g. by SIGINT) ends the session `interrupted` after
+// the current step; what was committed stays. Store failures propagate as store::StoreError.
+LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEvaluator& evaluator,
+                    HoldoutRunner& holdout_runner, store::Store& store, ProgressSink& progress,
+                    const std::atomic<bool>& cancel);
+
+// Rank of a manifest's dispatch domain for tie-breaks: lower is simpler (fewer restrictions).
+int dispatch_restriction_rank(const rmsnorm::Manifest& manifest);
+
+}  // namespace kloop::agent

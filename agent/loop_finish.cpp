@@ -1,0 +1,230 @@
+// Steps 3-5 of the refinement loop: freeze, holdout, promotion, receipt, export.
+#include <algorithm>
+#include <fstream>
+
+#include <fmt/core.h>
+
+#include "agent/loop_record.h"
+#include "kernels/rmsnorm/manifest.h"
+#include "store/error.h"
+#include "store/receipt.h"
+
+namespace kloop::agent {
+namespace {
+
+using evaluator::GateStatus;
+using evaluator::PublicReport;
+using evaluator::Verdict;
+
+struct Frozen {
+  const store::CandidateDetail* detail = nullptr;
+  int iteration = 0;
+  PublicReport report;
+  rmsnorm::Manifest manifest;
+  evaluator::Candidate candidate;
+  std::string cubin;
+};
+
+void write_file(const std::filesystem::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!(out << bytes)) throw evaluator::InfraError("cannot write " + path.string());
+}
+
+// Why nothing passed: the not-run device gates (pending) or the failed gates (rejected).
+std::string summarise_failures(const store::SessionDetail& d, bool pending) {
+  std::vector<std::string> parts;
+  for (const auto& it : d.iterations) {
+    for (const auto& c : it.candidates) {
+      for (const auto& g : c.gates) {
+        const bool relevant = pending ? g.status == store::GateCode::kNotRun &&
+                                            g.reason.find("earlier gate") == std::string::npos
+                                      : g.status == store::GateCode::kFail ||
+                                            g.status == store::GateCode::kCrashed ||
+                                            g.status == store::GateCode::kTimeout;
+        if (!relevant) continue;
+        std::string line = fmt::format("iteration {}: {} {}", it.iteration.index + 1, g.name,
+                                       pending ? "not run" : "failed");
+        if (!g.reason.empty()) line += " (" + g.reason.substr(0, 120) + ")";
+        parts.push_back(line);
+        if (pending) break;  // one line per iteration is enough
+      }
+    }
+    if (it.candidates.empty()) {
+      const auto err = it.iteration.notes.value("error", std::string());
+      parts.push_back(fmt::format("iteration {}: provider error {}", it.iteration.index + 1, err));
+    }
+  }
+  if (parts.empty()) return "no iteration produced a candidate";
+  std::string out;
+  for (std::size_t i = 0; i < parts.size() && i < 8; ++i) out += (i ? "; " : "") + parts[i];
+  if (parts.size() > 8) out += fmt::format("; and {} more", parts.size() - 8);
+  return out;
+}
+
+std::optional<Frozen> freeze_best(store::Store& store, const store::SessionDetail& d) {
+  std::optional<Frozen> best;
+  for (const auto& it : d.iterations) {
+    for (const auto& c : it.candidates) {
+      if (c.candidate.verdict != store::VerdictCode::kPass) continue;
+      Frozen f;
+      f.detail = &c;
+      f.iteration = it.iteration.index;
+      f.report = PublicReport::from_json(c.candidate.report);
+      f.candidate.source = store.blob(c.candidate.source_sha256);
+      f.candidate.manifest_text = store.blob(c.candidate.manifest_sha256);
+      auto parsed = rmsnorm::parse_manifest(f.candidate.manifest_text, f.candidate.source);
+      if (!parsed.manifest) continue;  // cannot happen for a passed candidate
+      f.manifest = *parsed.manifest;
+      if (const auto* a = c.artifact_of(store::ArtifactKind::kCubin)) f.cubin = store.blob(a->sha256);
+      auto key = [](const Frozen& x) {
+        return std::make_tuple(-x.detail->candidate.speedup.value_or(0.0),
+                               dispatch_restriction_rank(x.manifest), x.iteration);
+      };
+      if (!best || key(f) < key(*best)) best = std::move(f);
+    }
+  }
+  return best;
+}
+
+void record_promotion(store::Store& store, std::int64_t session_id,
+                      std::optional<std::int64_t> candidate_id, store::Decision decision,
+                      const std::string& reason, const nlohmann::json& evidence) {
+  auto step = store.begin_step();
+  store::PromotionRecord p;
+  p.session_id = session_id;
+  p.candidate_id = candidate_id;
+  p.decision = decision;
+  p.reason = reason;
+  p.evidence = evidence;
+  step.add_promotion(p);
+  step.commit();
+}
+
+}  // namespace
+
+void finish_session(const LoopOptions& options, const store::SessionRecord& session,
+                    holdout::SealedSuite& sealed, HoldoutRunner& holdout_runner, Recorder& rec,
+                    store::Store& store, ProgressSink& progress, const std::string& stop_note,
+                    LoopResult& result) {
+  (void)rec;
+  const auto detail = store.load_session(session.id);
+  auto frozen = freeze_best(store, detail);
+  if (!frozen) {
+    bool pending = false;
+    for (const auto& it : detail.iterations)
+      for (const auto& c : it.candidates)
+        pending |= c.candidate.verdict == store::VerdictCode::kPendingDeviceValidation;
+    result.decision = pending ? "pending_device_validation" : "rejected";
+    result.reason = (pending ? "no candidate could finish the device gates: "
+                             : "no candidate passed every public gate: ") +
+                    summarise_failures(detail, pending);
+    if (!stop_note.empty()) result.reason += "; stopped early: " + stop_note;
+    result.exit_code = pending ? 3 : 1;
+    record_promotion(store, session.id, std::nullopt,
+                     pending ? store::Decision::kPendingDeviceValidation
+                             : store::Decision::kRejected,
+                     result.reason, nlohmann::json::object());
+    store.finish_session(session.id, store::SessionStatus::kCompleted,
+                         pending ? store::VerdictCode::kPendingDeviceValidation
+                                 : store::VerdictCode::kReject);
+    return;
+  }
+
+  // Freeze, then the one holdout run in a fresh worker; the suite retires before it runs.
+  result.frozen_iteration = frozen->iteration;
+  progress.line(fmt::format("frozen: iteration {} (speed-up {}), running the sealed holdout once",
+                            frozen->iteration + 1,
+                            frozen->detail->candidate.speedup
+                                ? fmt::format("{:.3f}x", *frozen->detail->candidate.speedup)
+                                : std::string("n/a")));
+  const auto suite = sealed.unseal_for_run();
+  holdout::HoldoutResult hr = holdout_runner.run(frozen->candidate, frozen->manifest, frozen->cubin, suite);
+  hr.commitment = sealed.commitment();
+  hr.revealed_seed = sealed.reveal_seed();
+  const bool commitment_ok =
+      holdout::verify_commitment(sealed.commitment(), hr.revealed_seed, options.holdout_options);
+  {
+    auto step = store.begin_step();
+    store::HoldoutRunRecord r;
+    r.commitment_id = detail.holdout_commitments.empty() ? 0 : detail.holdout_commitments.back().id;
+    r.candidate_id = frozen->detail->candidate.id;
+    r.status = static_cast<store::GateCode>(hr.status);
+    r.result = hr.to_json();
+    r.result["commitment_verified"] = commitment_ok;
+    r.report_sha256 = step.put_blob(hr.detail.dump());
+    r.retired = true;
+    step.add_holdout_run(r);
+    step.commit();
+  }
+  result.holdout = hr;
+  progress.line(fmt::format("holdout: {} ({} passed, {} failed){}; commitment {}",
+                            evaluator::gate_status_name(hr.status), hr.passed, hr.failed,
+                            hr.reason.empty() ? "" : " " + hr.reason,
+                            commitment_ok ? "verified" : "MISMATCH"));
+
+  // Promotion: every hard gate passed (public verdict pass), the holdout passed, and the speed-up
+  // clears the A/A noise floor.
+  std::string why;
+  store::Decision decision = store::Decision::kRejected;
+  if (hr.status == GateStatus::kNotRun || hr.status == GateStatus::kInfraError) {
+    decision = store::Decision::kPendingDeviceValidation;
+    why = "holdout could not run: " + hr.reason;
+  } else if (hr.status != GateStatus::kPass) {
+    why = "holdout failed: " + hr.reason;
+  } else if (!commitment_ok) {
+    why = "holdout commitment does not match the revealed suite";
+  } else if (!clears_noise_floor(frozen->report)) {
+    why = "the speed-up over the baseline does not clear the A/A noise floor";
+  } else {
+    decision = store::Decision::kPromoted;
+    why = "every hard gate passed, the holdout passed and the speed-up clears the noise floor";
+  }
+  nlohmann::json evidence = {{"dispatch", rmsnorm::dispatch_predicate_text(frozen->manifest)},
+                             {"rollout", nullptr}};
+  record_promotion(store, session.id, frozen->detail->candidate.id, decision, why, evidence);
+  result.reason = why;
+  result.decision = decision == store::Decision::kPromoted ? "promoted"
+                    : decision == store::Decision::kRejected ? "rejected"
+                                                             : "pending_device_validation";
+  result.exit_code = decision == store::Decision::kPromoted ? 0
+                     : decision == store::Decision::kRejected ? 1
+                                                              : 3;
+  store.finish_session(session.id, store::SessionStatus::kCompleted,
+                       decision == store::Decision::kPromoted ? store::VerdictCode::kPass
+                       : decision == store::Decision::kRejected
+                           ? store::VerdictCode::kReject
+                           : store::VerdictCode::kPendingDeviceValidation);
+  if (decision != store::Decision::kPromoted) return;
+
+  // Receipt and export of the promoted artifact.
+  const auto final_detail = store.load_session(session.id);
+  nlohmann::json receipt;
+  std::string receipt_note;
+  if (options.signing_key_file) {
+    try {
+      const auto key = store::read_secret_key(*options.signing_key_file);
+      receipt = store::sign_session_receipt(store, session.id, key, "kloop optimize");
+    } catch (const store::StoreError& e) {
+      receipt_note = std::string("receipt left unsigned: ") + e.what();
+    }
+  }
+  if (receipt.is_null()) {
+    receipt = {{"payload", store::build_receipt_payload(final_detail,
+                                                        store::receipt_manifest(store, final_detail),
+                                                        std::nullopt, std::nullopt)},
+               {"approval", {{"canonical_payload_sha256", nullptr}, {"signature", nullptr}}}};
+    if (receipt_note.empty()) receipt_note = "receipt unsigned (no signing key configured)";
+  }
+  const auto dir = options.export_dir / ("session-" + std::to_string(session.id));
+  std::filesystem::create_directories(dir);
+  write_file(dir / "kernel.cubin", frozen->cubin);
+  write_file(dir / "kernel.cu", frozen->candidate.source);
+  write_file(dir / "manifest.json", frozen->candidate.manifest_text);
+  write_file(dir / "dispatch.txt", rmsnorm::dispatch_predicate_text(frozen->manifest) + "\n");
+  write_file(dir / "receipt.json", receipt.dump(2) + "\n");
+  result.export_dir = dir.string();
+  result.receipt_file = (dir / "receipt.json").string();
+  if (!receipt_note.empty()) progress.line(receipt_note);
+}
+
+}  // namespace kloop::agent

@@ -1,0 +1,231 @@
+#include "agent/loop_record.h"
+
+#include <fmt/core.h>
+
+namespace kloop::agent {
+namespace {
+
+using store::ArtifactKind;
+
+const nlohmann::json* benchmark_summary(const evaluator::PublicReport& report) {
+  const auto* g = report.find(evaluator::kGateBenchmark);
+  if (g == nullptr || g->status != evaluator::GateStatus::kPass) return nullptr;
+  auto it = g->evidence.find("summary");
+  return it == g->evidence.end() || !it->is_object() ? nullptr : &*it;
+}
+
+std::optional<double> number_at(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+// Moves evidence values that are large raw data ("raw_*" keys) into blobs, leaving
+// {"blob": sha256, "bytes": n} in their place.
+nlohmann::json blobify_raw(store::Store::Step& step, nlohmann::json evidence) {
+  if (!evidence.is_object()) return evidence;
+  for (auto& [key, value] : evidence.items()) {
+    if (key.rfind("raw_", 0) == 0 && !value.is_null()) {
+      const std::string bytes = value.is_string() ? value.get<std::string>() : value.dump();
+      value = {{"blob", step.put_blob(bytes)}, {"bytes", bytes.size()}};
+    } else if (value.is_object()) {
+      value = blobify_raw(step, value);
+    } else if (value.is_array()) {
+      for (auto& element : value)
+        if (element.is_object()) element = blobify_raw(step, element);
+    }
+  }
+  return evidence;
+}
+
+std::string full_prompt_text(const ProviderRequest& request) {
+  std::string text = "[system]\n" + request.system + "\n";
+  for (const auto& m : request.messages) text += "[" + m.role + "]\n" + m.content + "\n";
+  return text;
+}
+
+}  // namespace
+
+std::optional<double> speedup_of(const evaluator::PublicReport& report) {
+  const auto* s = benchmark_summary(report);
+  return s ? number_at(*s, "geomean_speedup_vs_baseline") : std::nullopt;
+}
+
+std::optional<std::pair<double, double>> speedup_interval_of(const evaluator::PublicReport& report) {
+  const auto* s = benchmark_summary(report);
+  if (s == nullptr) return std::nullopt;
+  auto lo = number_at(*s, "geomean_ci_lo"), hi = number_at(*s, "geomean_ci_hi");
+  if (!lo || !hi) return std::nullopt;
+  return std::make_pair(*lo, *hi);
+}
+
+bool clears_noise_floor(const evaluator::PublicReport& report) {
+  const auto* s = benchmark_summary(report);
+  if (s == nullptr) return false;
+  auto it = s->find("clears_noise_floor");
+  return it != s->end() && it->is_boolean() && it->get<bool>();
+}
+
+void Recorder::holdout_commitment(std::int64_t session_id, const std::string& commitment) {
+  auto step = store_.begin_step();
+  store::HoldoutCommitmentRecord r;
+  r.session_id = session_id;
+  r.commitment_sha256 = commitment;
+  r.suite_version = std::string(holdout::kSuiteVersion);
+  step.add_holdout_commitment(r);
+  step.commit();
+}
+
+std::int64_t Recorder::add_exchange(store::Store::Step& step, std::int64_t iteration_id,
+                                    const ProviderRequest& request,
+                                    const ProviderResponse& response) {
+  store::PromptRecord p;
+  p.iteration_id = iteration_id;
+  p.role = "full";
+  p.blob_sha256 = step.put_blob(full_prompt_text(request));
+  if (response.usage.input_tokens > 0) p.tokens = static_cast<int>(response.usage.input_tokens);
+  step.add_prompt(p);
+  store::ResponseRecord r;
+  r.iteration_id = iteration_id;
+  r.prompt_id = p.id;
+  const auto& ex = response.exchange;
+  const std::string body = ex.response_body.empty() ? response.text : ex.response_body;
+  r.blob_sha256 = body.empty() ? std::string() : step.put_blob(body);
+  r.provider = ex.provider.empty() ? response.exchange.provider : ex.provider;
+  r.model = request.model;
+  if (ex.http_status != 0) r.http_status = static_cast<int>(ex.http_status);
+  r.latency_ms = static_cast<double>(ex.latency_ms);
+  r.retries = ex.retries;
+  r.prompt_tokens = static_cast<int>(response.usage.input_tokens);
+  r.completion_tokens = static_cast<int>(response.usage.output_tokens);
+  r.error = response.error;
+  step.add_response(r);
+  // The exchange record itself (request body without the key, headers redacted).
+  store::ArtifactRecord a;
+  a.iteration_id = iteration_id;
+  a.kind = ArtifactKind::kLog;
+  a.name = "exchange.json";
+  step.add_artifact(a, ex.to_json().dump());
+  return r.id;
+}
+
+void Recorder::provider_failure(std::int64_t session_id, int index, const ProviderRequest& request,
+                                const ProviderResponse& response, double wall_s) {
+  auto step = store_.begin_step();
+  store::IterationRecord it;
+  it.session_id = session_id;
+  it.index = index;
+  it.wall_ms = wall_s * 1000.0;
+  it.notes = {{"provider_outcome", provider_outcome_name(response.outcome)},
+              {"error", response.error},
+              {"prompt_sha256", prompt_sha256(request)}};
+  step.add_iteration(it);
+  add_exchange(step, it.id, request, response);
+  step.commit();
+}
+
+void Recorder::iteration(std::int64_t session_id, int index, const ProviderRequest& request,
+                         const ProviderResponse& response, const evaluator::Candidate& candidate,
+                         bool parsed, const std::optional<evaluator::Evaluation>& evaluation,
+                         const evaluator::PublicReport& report, double wall_s) {
+  auto step = store_.begin_step();
+  store::IterationRecord it;
+  it.session_id = session_id;
+  it.index = index;
+  it.wall_ms = wall_s * 1000.0;
+  it.notes = {{"verdict", evaluator::verdict_name(report.verdict)},
+              {"prompt_sha256", prompt_sha256(request)}};
+  step.add_iteration(it);
+  add_exchange(step, it.id, request, response);
+
+  store::CandidateRecord c;
+  c.iteration_id = it.id;
+  if (parsed) {
+    c.source_sha256 = step.put_blob(candidate.source);
+    c.manifest_sha256 = step.put_blob(candidate.manifest_text);
+  }
+  c.verdict = static_cast<store::VerdictCode>(report.verdict);
+  c.speedup = speedup_of(report);
+  if (auto ci = speedup_interval_of(report)) {
+    c.speedup_lo = ci->first;
+    c.speedup_hi = ci->second;
+  }
+  evaluator::PublicReport stored = report;
+  for (auto& g : stored.gates) g.evidence = blobify_raw(step, g.evidence);
+  c.report = stored.to_json();
+  step.add_candidate(c);
+  if (!response.text.empty()) {  // the reply text itself: the assistant turn after a resume
+    store::ArtifactRecord a;
+    a.iteration_id = it.id;
+    a.candidate_id = c.id;
+    a.kind = ArtifactKind::kResponse;
+    a.name = "reply.txt";
+    step.add_artifact(a, response.text);
+  }
+
+  int ordinal = 0;
+  for (const auto& g : stored.gates) {
+    store::GateRecord gr;
+    gr.candidate_id = c.id;
+    gr.ordinal = ordinal++;
+    gr.name = g.name;
+    gr.status = static_cast<store::GateCode>(g.status);
+    gr.reason = g.reason;
+    gr.evidence = g.evidence;
+    step.add_gate(gr);
+  }
+  if (evaluation && evaluation->build) {
+    const auto& b = *evaluation->build;
+    auto artifact = [&](ArtifactKind kind, const char* name, const std::string& bytes) {
+      if (bytes.empty()) return;
+      store::ArtifactRecord a;
+      a.iteration_id = it.id;
+      a.candidate_id = c.id;
+      a.kind = kind;
+      a.name = name;
+      step.add_artifact(a, bytes);
+    };
+    artifact(ArtifactKind::kCubin, "kernel.cubin", b.cubin);
+    artifact(ArtifactKind::kPtx, "kernel.ptx", b.ptx);
+    artifact(ArtifactKind::kLog, "nvrtc.log", b.log);
+    artifact(ArtifactKind::kLog, "nvrtc-ptx.log", b.log_ptx);
+  }
+  if (evaluation) {
+    for (const auto& t : evaluation->tool_calls) {
+      store::ToolCallRecord tr;
+      tr.iteration_id = it.id;
+      tr.candidate_id = c.id;
+      tr.tool = t.argv.empty() ? std::string("?") : t.argv.front();
+      tr.argv = t.argv;
+      tr.cwd = t.cwd;
+      tr.exit_code = t.exit_code;
+      if (t.term_signal != 0) tr.signal = t.term_signal;
+      tr.wall_ms = t.wall_ms;
+      tr.user_ms = t.user_cpu_ms;
+      tr.sys_ms = t.sys_cpu_ms;
+      tr.max_rss_kb = t.max_rss_kib;
+      tr.stdout_sha256 = step.put_blob(t.stdout_text);
+      tr.stderr_sha256 = step.put_blob(t.stderr_text);
+      step.add_tool_call(tr);
+    }
+  }
+  step.commit();
+}
+
+std::optional<Recorder::PublicState> Recorder::last_public_state(std::int64_t session_id) {
+  const auto detail = store_.load_session(session_id);
+  for (auto it = detail.iterations.rbegin(); it != detail.iterations.rend(); ++it) {
+    if (it->candidates.empty() || it->responses.empty()) continue;
+    PublicState state;
+    state.iteration = it->iteration.index;
+    const auto& cand = it->candidates.front().candidate;
+    state.report = evaluator::PublicReport::from_json(cand.report);
+    if (!cand.source_sha256.empty()) state.source = store_.blob(cand.source_sha256);
+    for (const auto& a : it->candidates.front().artifacts)
+      if (a.name == "reply.txt") state.reply = store_.blob(a.sha256);
+    return state;
+  }
+  return std::nullopt;
+}
+
+}  // namespace kloop::agent

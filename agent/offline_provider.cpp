@@ -1,0 +1,84 @@
+// The offline provider (offline_provider.h).
+#include "agent/offline_provider.h"
+
+#include <chrono>
+
+namespace kloop::agent {
+namespace {
+
+// End of the balanced {...} starting at text[begin] (JSON strings respected), or npos.
+std::size_t object_end(std::string_view text, std::size_t begin) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = begin; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{') {
+      ++depth;
+    } else if (c == '}' && --depth == 0) {
+      return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+} // namespace
+
+std::optional<nlohmann::json> find_report_json(std::string_view text) {
+  std::optional<nlohmann::json> found;
+  std::size_t pos = 0;
+  while ((pos = text.find('{', pos)) != std::string_view::npos) {
+    const std::size_t end = object_end(text, pos);
+    if (end == std::string_view::npos) break;
+    const std::string_view candidate = text.substr(pos, end - pos);
+    if (candidate.find("\"gates\"") != std::string_view::npos) {
+      auto doc = nlohmann::json::parse(candidate, nullptr, /*allow_exceptions=*/false);
+      if (doc.is_object() && doc.contains("gates") && doc["gates"].is_array()) {
+        found = std::move(doc);
+        pos = end; // skip the inner objects of this report
+        continue;
+      }
+    }
+    ++pos;
+  }
+  return found;
+}
+
+std::string render_reply(const rmsnorm::GeneratedCandidate& c) {
+  return "Offline family variant " + c.name + ".\n\n" + c.rationale + "\n\n```cuda\n" +
+         c.kernel_cu + "```\n\n```json\n" + c.manifest_json + "```\n";
+}
+
+ProviderResponse OfflineProvider::complete(const ProviderRequest& request) {
+  const auto start = std::chrono::steady_clock::now(); // latency record only
+  std::optional<nlohmann::json> report = std::move(observed_);
+  observed_.reset();
+  if (!report && request.iteration > 0 && !request.messages.empty())
+    report = find_report_json(request.messages.back().content);
+  const rmsnorm::PolicyDecision decision = policy_.next(report ? &*report : nullptr);
+  const rmsnorm::GeneratedCandidate candidate =
+      rmsnorm::generate(decision.variant, decision.rationale);
+
+  ProviderResponse out;
+  out.outcome = ProviderOutcome::kOk;
+  out.text = render_reply(candidate);
+  out.exchange.provider = "offline";
+  out.exchange.request_body = nlohmann::json{
+      {"iteration", request.iteration},
+      {"prompt_sha256", prompt_sha256(request)},
+      {"report_seen",
+       report.has_value()}}.dump();
+  out.exchange.response_body = out.text;
+  out.exchange.latency_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::steady_clock::now() - start)
+                                .count();
+  return out;
+}
+
+} // namespace kloop::agent

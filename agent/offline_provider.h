@@ -1,0 +1,46 @@
+// The offline provider ("offline", the default generator): no network, no model. Each call asks
+// the offline policy (kernels/rmsnorm/family_policy.h) for the next variant of the built-in kernel
+// family, given the previous public report, and replies like a model would: a short rationale, one
+// ```cuda block (kernel.cu) and one ```json block (manifest.json). The previous report comes from
+// observe_report() when the loop passes it, else from the last JSON object with a "gates" array in
+// the request's last user message (the rendered feedback). Deterministic for a seed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/provider.h"
+#include "kernels/rmsnorm/family.h"
+#include "kernels/rmsnorm/family_policy.h"
+
+namespace kloop::agent {
+
+class OfflineProvider : public Provider {
+public:
+  explicit OfflineProvider(std::uint64_t seed) : policy_(seed) {}
+  std::string name() const override { return "offline"; }
+  // Always kOk (the generator cannot fail on valid variants); usage is zero tokens.
+  ProviderResponse complete(const ProviderRequest& request) override;
+  // The public report (evaluator::PublicReport::to_json()) of the last candidate; used by the
+  // next complete() call instead of searching the prompt text.
+  void observe_report(const nlohmann::json& report) { observed_ = report; }
+  void observe_public_report(const nlohmann::json& report) override { observe_report(report); }
+  const rmsnorm::OfflinePolicy& policy() const { return policy_; }
+
+private:
+  rmsnorm::OfflinePolicy policy_;
+  std::optional<nlohmann::json> observed_;
+};
+
+// The last JSON object in `text` that has a "gates" array (a public report rendered into a
+// prompt); nullopt when there is none. Never throws.
+std::optional<nlohmann::json> find_report_json(std::string_view text);
+
+// A model-style reply for a generated candidate: rationale, ```cuda block, ```json block.
+std::string render_reply(const rmsnorm::GeneratedCandidate& candidate);
+
+} // namespace kloop::agent

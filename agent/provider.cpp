@@ -1,0 +1,81 @@
+#include "agent/provider.h"
+
+#include <fmt/format.h>
+
+#include "store/hash.h"
+
+namespace kloop::agent {
+
+std::string_view provider_outcome_name(ProviderOutcome outcome) {
+  switch (outcome) {
+  case ProviderOutcome::kOk:
+    return "ok";
+  case ProviderOutcome::kHttpError:
+    return "http_error";
+  case ProviderOutcome::kTransport:
+    return "transport_error";
+  case ProviderOutcome::kTimeout:
+    return "timeout";
+  case ProviderOutcome::kTooLarge:
+    return "too_large";
+  case ProviderOutcome::kBadResponse:
+    return "bad_response";
+  case ProviderOutcome::kCancelled:
+    return "cancelled";
+  case ProviderOutcome::kBudgetExceeded:
+    return "budget_exceeded";
+  case ProviderOutcome::kReplayMismatch:
+    return "replay_mismatch";
+  }
+  return "transport_error";
+}
+
+nlohmann::json Exchange::to_json() const {
+  nlohmann::json headers = nlohmann::json::array();
+  for (const auto& [k, v] : request_headers)
+    headers.push_back({k, v});
+  return {
+      {"provider", provider},
+      {"url", url},
+      {"request_body", request_body},
+      {"request_headers", headers},
+      {"response_body", response_body},
+      {"http_status", http_status},
+      {"latency_ms", latency_ms},
+      {"retries", retries},
+      {"error", error},
+      {"usage", {{"input_tokens", usage.input_tokens}, {"output_tokens", usage.output_tokens}}}};
+}
+
+std::string prompt_sha256(const ProviderRequest& request) {
+  nlohmann::json messages = nlohmann::json::array();
+  for (const auto& m : request.messages)
+    messages.push_back({{"role", m.role}, {"content", m.content}});
+  nlohmann::json canonical = {{"system", request.system}, {"messages", messages}};
+  // dump() without indent sorts object keys (std::map) and escapes deterministically.
+  return store::sha256_hex(
+      canonical.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+double Pricing::cost_usd(const TokenUsage& usage) const {
+  return (static_cast<double>(usage.input_tokens) * usd_per_mtok_input +
+          static_cast<double>(usage.output_tokens) * usd_per_mtok_output) /
+         1e6;
+}
+
+void Budget::charge(const TokenUsage& usage, const Pricing& pricing) {
+  tokens_used_ += usage.total();
+  cost_used_usd_ += pricing.cost_usd(usage);
+}
+
+std::optional<std::string> Budget::exhausted() const {
+  if (max_tokens_ && tokens_used_ >= *max_tokens_)
+    return fmt::format("token budget spent: {} of {} tokens used; raise the token budget or stop",
+                       tokens_used_, *max_tokens_);
+  if (max_cost_usd_ && cost_used_usd_ >= *max_cost_usd_)
+    return fmt::format("cost budget spent: ${:.4f} of ${:.4f} used; raise the cost budget or stop",
+                       cost_used_usd_, *max_cost_usd_);
+  return std::nullopt;
+}
+
+} // namespace kloop::agent

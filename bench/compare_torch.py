@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Compare a kloop candidate with the deployed RMSNorm paths on the GPU machine.
+
+Loads a candidate's cubin and manifest, launches it on torch tensors through the CUDA driver API
+of cuda-python (cuda.bindings.driver: cuLibraryLoadData / cuLibraryGetKernel / cuLaunchKernel),
+and times it side by side with torch.nn.functional.rms_norm and torch.compile of the seed's
+reference on the contract's shape sweep: interleaved A-B-C-C-B-A on identical inputs, L2 flushed
+(2x L2 written) before every sample, CUDA events per call, outputs checked against the fp32
+reference. Prints one table: shape, dtype, each path's median time and TB/s, and ratios.
+
+usage: bench/compare_torch.py CANDIDATE_DIR [--cubin PATH] [--samples 30] [--shapes all|quick]
+CANDIDATE_DIR holds kernel.cu and manifest.json; the cubin defaults to CANDIDATE_DIR/kernel.cubin
+(build it with: nvcc -cubin -arch=sm_90 -lineinfo -o kernel.cubin kernel.cu).
+"""
+import argparse
+import ctypes
+import json
+import math
+import pathlib
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+from cuda.bindings import driver as cu
+
+# The contract's sweep (kernels/rmsnorm/contract.cpp: benchmark_shapes).
+SWEEP = [(8, 4096), (65536, 4096), (16384, 4096), (4096, 8192), (2048, 16384), (32768, 1009),
+         (4096, 4099), (65536, 128)]
+QUICK = [(65536, 4096), (32768, 1009), (65536, 128), (4096, 4099)]
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+TOL = {torch.float32: (1e-5, 1e-5), torch.float16: (1e-3, 1e-2), torch.bfloat16: (1e-2, 2e-2)}
+
+
+def check(result):
+    """Raises on a driver error; returns the call's value(s) (cuda-python returns (err, *values))."""
+    if not isinstance(result, tuple):
+        result = (result,)
+    err, *values = result
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"CUDA driver call failed: {err}")
+    return values[0] if len(values) == 1 else (tuple(values) if values else None)
+
+
+def seed_reference(x, weight, eps):
+    """The seed's reference: fp32 accumulation, cast back once."""
+    xf = x.float()
+    scale = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (xf * scale * weight.float()).to(x.dtype)
+
+
+class Candidate:
+    """A candidate cubin launched with the trusted wrapper's launch rule (per_rows or persistent)."""
+
+    def __init__(self, cubin: bytes, manifest: dict):
+        self.manifest = manifest
+        self.lib = check(cu.cuLibraryLoadData(cubin, None, None, 0, None, None, 0))
+        self.kernels = {d: check(cu.cuLibraryGetKernel(self.lib, name.encode()))
+                        for d, name in manifest["entry_points"].items()}
+        dev = check(cu.cuDeviceGet(0))
+        self.sms = check(cu.cuDeviceGetAttribute(
+            cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev))
+
+    def supports(self, dtype_name, h, x):
+        d = self.manifest["dispatch"]
+        align = d["alignment_bytes"]
+        return (dtype_name in self.kernels and d["h_min"] <= h <= d["h_max"]
+                and h % d["h_multiple_of"] == 0 and x.data_ptr() % align == 0
+                and (h * x.element_size()) % align == 0)
+
+    def __call__(self, x, weight, eps, dtype_name):
+        rows, h = x.shape
+        y = torch.empty_like(x)
+        launch = self.manifest["launch"]
+        smem = launch["dynamic_smem"]["fixed_bytes"] + launch["dynamic_smem"]["bytes_per_h"] * h
+        kernel = self.kernels[dtype_name]
+        func = check(cu.cuKernelGetFunction(kernel))
+        if smem > 48 * 1024:
+            check(cu.cuFuncSetAttribute(
+                func, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem))
+        blocks = math.ceil(rows / launch["rows_per_block"])
+        if launch["grid"] == "persistent":
+            per_sm = check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                func, launch["block_threads"], smem))
+            blocks = min(blocks, per_sm * self.sms)
+        args = (x.data_ptr(), weight.data_ptr(), y.data_ptr(), rows, h, x.stride(0), y.stride(0),
+                float(eps))
+        types = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int,
+                 ctypes.c_longlong, ctypes.c_longlong, ctypes.c_float)
+        stream = torch.cuda.current_stream().cuda_stream
+        check(cu.cuLaunchKernel(func, blocks, 1, 1, launch["block_threads"], 1, 1, smem,
+                                cu.CUstream(stream),
+                                (args, types), 0))
+        return y
+
+
+def time_paths(paths, inputs, samples, flush):
+    """Interleaved A-B-C-C-B-A rounds, L2 flushed before each call; median ms per path."""
+    times = {name: [] for name in paths}
+    names = list(paths)
+    order = names + names[::-1]
+    start = [torch.cuda.Event(enable_timing=True) for _ in order]
+    stop = [torch.cuda.Event(enable_timing=True) for _ in order]
+    for _ in range(max(1, samples // 2)):
+        for i, name in enumerate(order):
+            flush.zero_()
+            start[i].record()
+            paths[name](*inputs)
+            stop[i].record()
+        torch.cuda.synchronize()
+        for i, name in enumerate(order):
+            times[name].append(start[i].elapsed_time(stop[i]))
+    return {n: statistics.median(t) for n, t in times.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("candidate", type=pathlib.Path)
+    ap.add_argument("--cubin", type=pathlib.Path)
+    ap.add_argument("--samples", type=int, default=30)
+    ap.add_argument("--shapes", choices=["all", "quick"], default="all")
+    ap.add_argument("--eps", type=float, default=1e-6)
+    args = ap.parse_args()
+    torch.cuda.init()
+    check(cu.cuInit(0))
+    manifest = json.loads((args.candidate / "manifest.json").read_text())
+    cand = Candidate((args.cubin or args.candidate / "kernel.cubin").read_bytes(), manifest)
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    flush = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+    compiled = torch.compile(seed_reference)
+    print(f"# {torch.cuda.get_device_name(0)}, torch {torch.__version__}, L2 {l2 >> 20} MiB, "
+          f"{args.samples} samples, L2 flushed, interleaved")
+    header = (f"{'dtype':9s} {'rows x h':>13s} | {'candidate':>16s} | {'F.rms_norm':>16s} | "
+              f"{'compile(ref)':>16s} | {'vs rms_norm':>11s} {'vs compile':>10s}")
+    print(header)
+    print("-" * len(header))
+    failures = 0
+    for dtype_name, dtype in DTYPES.items():
+        for rows, h in (SWEEP if args.shapes == "all" else QUICK):
+            g = torch.Generator(device="cuda").manual_seed(rows * 131 + h)
+            x = (torch.rand(rows, h, device="cuda", generator=g) * 4 - 2).to(dtype)
+            w = (torch.rand(h, device="cuda", generator=g) + 0.5).to(dtype)
+            ref = seed_reference(x, w, args.eps)
+            route = "cand"
+            if cand.supports(dtype_name, h, x):
+                y = cand(x, w, args.eps, dtype_name)
+                atol, rtol = TOL[dtype]
+                if not torch.allclose(y.float(), ref.float(), atol=atol, rtol=rtol):
+                    failures += 1
+                    route = "WRONG"
+            else:
+                route = "n/a"
+            paths = {"F.rms_norm": lambda a, b: F.rms_norm(a, (h,), b, args.eps),
+                     "compile": lambda a, b: compiled(a, b, args.eps)}
+            if route == "cand":
+                paths = {"candidate": lambda a, b: cand(a, b, args.eps, dtype_name), **paths}
+            for p in paths.values():  # warm-up (compiles, loads)
+                p(x, w)
+            t = time_paths(paths, (x, w), args.samples, flush)
+            logical = (2 * rows * h + h) * x.element_size()
+            cell = lambda n: (f"{t[n] * 1e3:8.1f}us {logical / (t[n] * 1e-3) / 1e12:5.2f}"
+                              if n in t else f"{route:>16s}")
+            ratio = lambda n: f"{t[n] / t['candidate']:10.2f}x" if "candidate" in t else " " * 11
+            print(f"{dtype_name:9s} {rows:6d}x{h:<6d} | {cell('candidate'):>16s} | "
+                  f"{cell('F.rms_norm'):>16s} | {cell('compile'):>16s} | "
+                  f"{ratio('F.rms_norm'):>11s} {ratio('compile'):>10s}")
+    print("# TB/s = (x read + weight read once + y write) / median time; ratio > 1: candidate faster")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

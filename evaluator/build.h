@@ -1,0 +1,74 @@
+// The build gate driver: checks every #include of the candidate against the CUDA include directory
+// (before any compiler sees it), creates one private build directory, runs kloop-build-worker
+// (NVRTC, evaluator/build_worker/) inside the sandbox (evaluator/sandbox.h) under a deadline, reads
+// the worker's result.json and artifacts, and turns the outcome into the `build` gate. The
+// verbatim NVRTC log is kept for the store; feedback gets only a reduced, path-redacted copy.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "evaluator/gate.h"
+#include "evaluator/sandbox.h"
+#include "evaluator/subprocess.h"
+#include "kernels/rmsnorm/manifest.h"
+
+namespace kloop::evaluator {
+
+struct BuildOptions {
+  SandboxRequest sandbox = SandboxRequest::kAuto;
+  std::chrono::milliseconds deadline{20000}; // wall clock for the whole worker (compile bombs)
+  long address_space_mib = 4096;             // worker RLIMIT_AS (no CUDA context there)
+  long cpu_seconds = 0;                      // worker RLIMIT_CPU; 0: 2 x deadline + 5 s
+  std::string cuda_root;                     // empty: $KLOOP_CUDA_ROOT or /usr/local/cuda
+  std::string work_root;  // parent of the build directory; empty: the system temp dir
+  std::string worker_exe; // empty: worker_path("kloop-build-worker")
+  bool keep_build_dir = false;
+};
+
+// One rejected #include (or __has_include) found by the pre-scan.
+struct IncludeProblem {
+  int line = 0;        // 1-based line in kernel.cu
+  std::string message; // names the directive and why; never contains file contents
+};
+
+// Rejects absolute paths, `..` components, computed includes (#include MACRO) and anything that
+// does not resolve to a regular file inside `cuda_include_dir` (symlinks resolved). Comments, line
+// continuations and the `%:` digraph are handled.
+std::vector<IncludeProblem> scan_includes(std::string_view source,
+                                          const std::string& cuda_include_dir);
+
+// Replaces each `from` prefix with its `to` and then every remaining absolute path with "<path>".
+std::string redact_paths(std::string_view text,
+                         const std::vector<std::pair<std::string, std::string>>& prefixes);
+
+// The first `max_errors` errors of an NVRTC log with up to 3 context lines each, as
+// "kernel.cu(LINE): error: ..." (lines are relative to kernel.cu), followed by "(N more errors)".
+// Returns the input's first lines when it has no recognisable error line. Does not redact.
+std::string reduce_diagnostics(std::string_view log, int max_errors = 5);
+
+struct BuildResult {
+  GateResult gate;           // the `build` gate
+  std::string cubin;         // sm_90/sm_90a cubin bytes; empty unless built
+  std::string ptx;           // PTX text; empty unless built
+  std::string log;           // verbatim NVRTC log of the cubin compile (has the ptxas report)
+  std::string log_ptx;       // verbatim NVRTC log of the PTX compile
+  std::string nvrtc_version; // "13.0"
+  std::vector<std::string> options_cubin, options_ptx; // exact NVRTC options
+  std::string sandbox;                                 // sandbox_kind_name of what was used
+  std::vector<ToolCall> tool_calls;
+  std::vector<std::pair<std::string, std::string>> redactions; // host path -> placeholder
+};
+
+// CUDA include directory for `options` (canonical path).
+std::string cuda_include_dir(const BuildOptions& options);
+
+// Builds `source` for `manifest.target`. Expected outcomes (rejected include, compile error,
+// deadline, memory limit) are gate values; a missing worker or an unusable sandbox throws
+// InfraError (the caller records infra_error / not_run).
+BuildResult build_candidate(std::string_view source, const rmsnorm::Manifest& manifest,
+                            const BuildOptions& options);
+
+} // namespace kloop::evaluator

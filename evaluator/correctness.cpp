@@ -1,0 +1,168 @@
+// The correctness core: one audited candidate call per case, and suites of cases.
+#include "evaluator/correctness.h"
+
+#include <cmath>
+#include <exception>
+
+#include <fmt/format.h>
+
+namespace kloop::evaluator {
+
+using rmsnorm::CaseSpec;
+using rmsnorm::EpsScalar;
+using rmsnorm::Tolerance;
+
+nlohmann::json RaisedError::to_json() const {
+  return {{"declared", declared ? declared->to_json() : nlohmann::json(nullptr)},
+          {"failure", failure_text}};
+}
+
+Candidate reference_candidate() {
+  return [](const HostTensor& x, const HostTensor& w, const EpsScalar& eps) {
+    auto r = rmsnorm::reference(x, w, eps);
+    CandidateCall call;
+    call.output = std::move(r.output);
+    if (r.error) call.error = RaisedError{std::move(r.error), {}};
+    return call;
+  };
+}
+
+namespace {
+
+// JSON numbers cannot be NaN/Inf; keep them readable.
+nlohmann::json num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+bool same_type(DLDataType a, DLDataType b) {
+  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+}
+
+// Shape and element-type agreement; returns a reason or empty.
+std::string shape_type_mismatch(const HostTensor& actual, const HostTensor& expected) {
+  if (!actual.valid()) return "output is not a tensor";
+  if (actual.shape() != expected.shape()) {
+    return fmt::format("output shape {} differs from expected {}",
+                       nlohmann::json(actual.shape()).dump(),
+                       nlohmann::json(expected.shape()).dump());
+  }
+  if (!same_type(actual.dl_type(), expected.dl_type())) {
+    return fmt::format("output dtype {} differs from expected {}", dl_type_name(actual.dl_type()),
+                       dl_type_name(expected.dl_type()));
+  }
+  return {};
+}
+
+struct Rule {
+  double atol, rtol;
+  bool equal_nan;
+  std::optional<std::pair<double, double>> row; // (row_rtol, row_floor)
+};
+
+Comparison compare_impl(const HostTensor& actual, const HostTensor& expected, const Rule& rule) {
+  Comparison c;
+  if (std::string why = shape_type_mismatch(actual, expected); !why.empty()) {
+    c.pass = false;
+    c.reason = why;
+    return c;
+  }
+  const std::int64_t n = expected.numel();
+  const std::int64_t h = expected.ndim() == 0 ? 1 : expected.width();
+  const std::int64_t rows = h == 0 ? 0 : n / h;
+  double worst_excess = -1;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double err2 = 0, exp2 = 0;
+    for (std::int64_t j = 0; j < h; ++j) {
+      const std::int64_t i = r * h + j;
+      const double e = expected.get(i);
+      const double a = actual.get(i);
+      bool mismatch = false;
+      if (std::isnan(e)) {
+        mismatch = !(rule.equal_nan && std::isnan(a));
+      } else if (std::isinf(e)) {
+        mismatch = a != e;
+      } else if (!std::isfinite(a)) {
+        mismatch = true; // a finite reference needs a finite output
+      }
+      if (mismatch) {
+        if (c.nonfinite_mismatches++ == 0) c.first_nonfinite_index = i;
+        continue;
+      }
+      if (!std::isfinite(e)) continue;
+      const double err = std::abs(a - e);
+      err2 += err * err;
+      exp2 += e * e;
+      c.max_abs_err = std::max(c.max_abs_err, err);
+      if (e != 0) c.max_rel_err = std::max(c.max_rel_err, err / std::abs(e));
+      const double excess = err - (rule.atol + rule.rtol * std::abs(e));
+      if (excess > 0) ++c.tolerance_violations;
+      if (excess > worst_excess) {
+        worst_excess = excess;
+        c.worst_index = i;
+        c.worst_row = r;
+        c.worst_expected = e;
+        c.worst_actual = a;
+      }
+    }
+    if (rule.row) {
+      const double ratio = std::sqrt(err2) / std::max(std::sqrt(exp2), rule.row->second);
+      if (ratio > c.worst_row_ratio || c.worst_ratio_row < 0) {
+        c.worst_row_ratio = ratio;
+        c.worst_ratio_row = r;
+      }
+    }
+  }
+  if (c.nonfinite_mismatches > 0) {
+    const std::int64_t i = c.first_nonfinite_index;
+    c.pass = false;
+    c.reason = fmt::format(
+        "{} non-finite mismatch(es) (NaN/Inf positions, signs, or a non-finite output where the "
+        "reference is finite); first at element {} (row {}): expected {}, got {}",
+        c.nonfinite_mismatches, i, i / h, expected.get(i), actual.get(i));
+  } else if (c.tolerance_violations > 0) {
+    c.pass = false;
+    c.reason = fmt::format(
+        "{} element(s) exceed |a-e| <= {:g} + {:g}*|e|; worst at element {} (row {}): expected "
+        "{:.9g}, got {:.9g}",
+        c.tolerance_violations, rule.atol, rule.rtol, c.worst_index, c.worst_row, c.worst_expected,
+        c.worst_actual);
+  } else if (rule.row && c.worst_row_ratio > rule.row->first) {
+    c.pass = false;
+    c.reason = fmt::format("row {} relative error {:.3g} exceeds {:g} (||a-e|| / max(||e||, {:g}))",
+                           c.worst_ratio_row, c.worst_row_ratio, rule.row->first, rule.row->second);
+  }
+  return c;
+}
+
+} // namespace
+
+nlohmann::json Comparison::to_json() const {
+  return {{"pass", pass},
+          {"reason", reason},
+          {"max_abs_err", num(max_abs_err)},
+          {"max_rel_err", num(max_rel_err)},
+          {"worst",
+           {{"index", worst_index},
+            {"row", worst_row},
+            {"expected", num(worst_expected)},
+            {"actual", num(worst_actual)}}},
+          {"tolerance_violations", tolerance_violations},
+          {"nonfinite_mismatches", nonfinite_mismatches},
+          {"first_nonfinite_index", first_nonfinite_index},
+          {"worst_row_ratio", num(worst_row_ratio)},
+          {"worst_ratio_row", worst_ratio_row}};
+}
+
+Comparison compare(const HostTensor& actual, const HostTensor& expected, const Tolerance& tol) {
+  return compare_impl(actual, expected,
+                      Rule{tol.atol, tol.rtol, true, std::pair{tol.row_rtol, tol.row_floor}});
+}
+
+Comparison assert_close(const HostTensor& actual, const HostTensor& expected, double atol,
+                        double rtol, bool equal_nan) {
+  return compare_impl(actual, expected, Rule{atol, rtol, equal_nan, std::nullopt});
+}
+
+} // namespace kloop::evaluator

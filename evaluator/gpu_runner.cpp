@@ -1,0 +1,221 @@
+// Starts kloop-gpu-worker for one batch and classifies what happened (see gpu_runner.h).
+#include "evaluator/gpu_runner.h"
+
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "evaluator/subprocess.h"
+
+namespace kloop::evaluator {
+namespace fs = std::filesystem;
+
+namespace {
+
+nlohmann::json read_json_file(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return nullptr;
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json parsed = nlohmann::json::parse(text.str(), nullptr, false);
+  return parsed.is_discarded() ? nlohmann::json(nullptr) : parsed;
+}
+
+void write_file(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out)
+    throw InfraError(fmt::format("gpu runner: cannot write {}; check the temp directory's space "
+                                 "and permissions",
+                                 path.string()));
+}
+
+// Removes a temporary request folder unless asked to keep it.
+struct TempDir {
+  fs::path path;
+  bool keep = false;
+  ~TempDir() {
+    if (!keep && !path.empty()) {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  }
+};
+
+fs::path fresh_dir() {
+  std::random_device rd;
+  const fs::path dir =
+      fs::temp_directory_path() / fmt::format("kloop-gpu-{}-{:08x}", ::getpid(), rd());
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string case_label(const nlohmann::json& progress) {
+  if (!progress.is_object()) return "before the first case";
+  return fmt::format("case {} ({})", progress.value("index", -1),
+                     progress.value("name", std::string("?")));
+}
+
+// Environment the worker may see: nothing of kloop's (no API keys, no store paths).
+std::map<std::string, std::string> worker_env() {
+  std::map<std::string, std::string> env{{"PATH", "/usr/bin:/bin"}, {"CUDA_CACHE_DISABLE", "1"}};
+  for (const char* name : {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH",
+                           "NVIDIA_VISIBLE_DEVICES", "TMPDIR"})
+    if (const char* v = std::getenv(name)) env[name] = v;
+  return env;
+}
+
+} // namespace
+
+nlohmann::json GpuRunResult::to_json() const {
+  return {{"status", gate_status_name(status)},
+          {"reason", reason},
+          {"fault_class", fault_class},
+          {"progress", progress},
+          {"exit_code", exit_code},
+          {"term_signal", term_signal},
+          {"timed_out", timed_out},
+          {"network_isolated", network_isolated},
+          {"wall_ms", wall_ms}};
+}
+
+bool network_isolation_available() {
+  static std::once_flag once;
+  static bool available = false;
+  std::call_once(once, [] {
+    if (::access("/usr/bin/unshare", X_OK) != 0) return;
+    SubprocessOptions o;
+    o.deadline = std::chrono::milliseconds(5000);
+    try {
+      available = run_subprocess({"/usr/bin/unshare", "-n", "/bin/true"}, o).exited_ok();
+    } catch (const InfraError&) {
+      available = false;
+    }
+  });
+  return available;
+}
+
+GpuRunResult classify_gpu_run(int exit_code, int term_signal, bool timed_out,
+                              const nlohmann::json& result, const nlohmann::json& progress) {
+  GpuRunResult r;
+  r.exit_code = exit_code;
+  r.term_signal = term_signal;
+  r.timed_out = timed_out;
+  r.result = result;
+  r.progress = progress;
+  const std::string worker_reason =
+      result.is_object() ? result.value("reason", std::string()) : std::string();
+  if (timed_out) {
+    r.status = GateStatus::kTimeout;
+    r.fault_class = "timeout";
+    r.reason = fmt::format("timeout: the GPU worker passed its watchdog deadline during {}; the "
+                           "kernel did not finish (an endless loop or a deadlocked barrier?)",
+                           case_label(progress));
+    return r;
+  }
+  if (term_signal != 0) {
+    r.status = GateStatus::kCrashed;
+    r.fault_class = "signal";
+    r.reason = fmt::format("crashed: the GPU worker died by signal {} ({}) during {}", term_signal,
+                           strsignal(term_signal), case_label(progress));
+    return r;
+  }
+  if (exit_code == kGpuWorkerStickyFault) {
+    r.status = GateStatus::kCrashed;
+    const nlohmann::json fault =
+        result.is_object() ? result.value("fault", nlohmann::json()) : nlohmann::json();
+    r.fault_class = fault.is_object() ? fault.value("class", std::string("cuda_fault"))
+                                      : std::string("cuda_fault");
+    r.reason = !worker_reason.empty() ? worker_reason
+                                      : fmt::format("crashed: sticky CUDA fault ({}) during {}",
+                                                    r.fault_class, case_label(progress));
+    return r;
+  }
+  if (exit_code == kGpuWorkerNoDevice) {
+    r.status = GateStatus::kNotRun;
+    r.reason = worker_reason.empty() ? "not_run: no CUDA device" : worker_reason;
+    return r;
+  }
+  if (exit_code == kGpuWorkerOk && result.is_object()) {
+    const std::string status = result.value("status", std::string("infra_error"));
+    try {
+      r.status = parse_gate_status(status);
+    } catch (const std::invalid_argument&) {
+      r.status = GateStatus::kInfraError;
+    }
+    r.reason = worker_reason;
+    return r;
+  }
+  r.status = GateStatus::kInfraError;
+  r.reason = fmt::format("infra_error: the GPU worker exited with code {}{}{}", exit_code,
+                         worker_reason.empty() ? "" : ": ", worker_reason);
+  if (!result.is_object()) r.reason += " and wrote no result.json";
+  return r;
+}
+
+GpuRunResult run_gpu_worker(const GpuRunRequest& request, const GpuRunOptions& options) {
+  TempDir temp;
+  fs::path dir = options.work_dir;
+  if (dir.empty()) {
+    dir = fresh_dir();
+    temp.path = dir;
+    temp.keep = options.keep_work_dir;
+  } else {
+    fs::create_directories(dir);
+  }
+  nlohmann::json req{{"mode", request.mode},
+                     {"cases", request.cases},
+                     {"options", request.options},
+                     {"manifest", request.manifest}};
+  if (request.cubin) {
+    write_file(dir / "kernel.cubin", *request.cubin);
+    req["cubin"] = "kernel.cubin";
+    write_file(dir / "kernel.cu", request.source);
+    req["source"] = "kernel.cu";
+  }
+  std::error_code ec;
+  fs::remove(dir / "result.json", ec);
+  fs::remove(dir / "progress.json", ec);
+  write_file(dir / "request.json", req.dump(2));
+
+  const std::string worker =
+      options.worker.empty() ? worker_path("kloop-gpu-worker") : options.worker;
+  std::vector<std::string> argv;
+  const bool isolate = options.isolate_network && network_isolation_available();
+  if (isolate) argv = {"/usr/bin/unshare", "-n"};
+  argv.push_back(worker);
+  argv.push_back(dir.string());
+
+  SubprocessOptions so;
+  so.cwd = dir.string();
+  so.env = worker_env();
+  so.deadline = options.deadline;
+  so.kill_grace = std::chrono::milliseconds(2000);
+  so.output_cap = 1 << 16;
+  ToolCall call;
+  try {
+    call = run_subprocess(argv, so);
+  } catch (const InfraError& e) {
+    GpuRunResult r;
+    r.status = GateStatus::kInfraError;
+    r.reason = fmt::format("infra_error: could not start the GPU worker: {}", e.what());
+    return r;
+  }
+  GpuRunResult r =
+      classify_gpu_run(call.exit_code, call.term_signal, call.timed_out,
+                       read_json_file(dir / "result.json"), read_json_file(dir / "progress.json"));
+  r.network_isolated = isolate;
+  r.wall_ms = call.wall_ms;
+  const std::string& err = call.stderr_text;
+  r.stderr_tail = err.size() > 4000 ? err.substr(err.size() - 4000) : err;
+  return r;
+}
+
+} // namespace kloop::evaluator

@@ -1,0 +1,90 @@
+// The kloop side of the GPU worker boundary (ARCHITECTURE.md, DESIGN.md "Isolation"): writes a
+// request folder (request.json plus the candidate cubin), starts a fresh `kloop-gpu-worker` per
+// batch in its own process group with an allow-listed environment, no network (`unshare -n` when
+// it works) and a watchdog deadline (SIGTERM then SIGKILL to the group, evaluator/subprocess.h),
+// then reads result.json and the progress file and classifies the outcome: pass/fail from the
+// worker's result, `crashed` (sticky CUDA fault or a signal, fault class named), `timeout` (the
+// watchdog fired; the case in progress is named), `not_run` (no CUDA device), `infra_error`
+// (ours). kloop never links the CUDA runtime; a faulted worker is never reused.
+//
+// Worker protocol (files in the request folder):
+//   request.json  {"mode": "probe"|"correctness", "cubin": "kernel.cubin" | absent (every call then
+//                  goes to the trusted reference kernel), "source": "kernel.cu",
+//                  "manifest": {...} | absent,
+//                  "cases": [CaseSpec JSON...] | {"suite": "public"|"large"|"cases_md"|"invalid",
+//                  "seed": N}, "options": {"guard_bytes": 256, "repeats": 2, "small_repeats": 20,
+//                  "concurrency": true, "stop_at_first_failure": false}}
+//   progress.json written by the worker before each case: {"index": i, "name": "...", "total": n}
+//   result.json   {"status": "pass"|"fail"|"crashed"|"not_run"|"infra_error", "reason": "...",
+//                  "device": {...}, "path_counts": {...}, "suite": {...}, "fault": {...}|null, ...}
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "evaluator/gate.h"
+
+namespace kloop::evaluator {
+
+// Documented exit codes of kloop-gpu-worker.
+enum GpuWorkerExit : int {
+  kGpuWorkerOk = 0,          // result.json written; its status says pass or fail
+  kGpuWorkerBadRequest = 2,  // request missing or malformed (ours: infra_error)
+  kGpuWorkerNoDevice = 3,    // no usable CUDA device or driver; result.json status not_run
+  kGpuWorkerStickyFault = 4, // a sticky CUDA error (illegal address, launch failure, ...) ended
+                             // the worker; result.json status crashed, fault named
+  kGpuWorkerInternal = 5,    // unexpected exception inside the worker (ours: infra_error)
+};
+
+struct GpuRunOptions {
+  std::chrono::milliseconds deadline{30000}; // watchdog per batch
+  std::string worker;          // path of kloop-gpu-worker; empty: worker_path("kloop-gpu-worker")
+  bool isolate_network = true; // prefix `unshare -n` when it works here
+  std::filesystem::path work_dir; // request folder; empty: a fresh folder under the temp dir
+  bool keep_work_dir = false;     // keep a temp folder for inspection
+};
+
+struct GpuRunRequest {
+  std::string mode = "correctness"; // "probe" or "correctness"
+  std::optional<std::string> cubin; // candidate cubin bytes; nullopt: reference kernel only
+  std::string source;               // kernel.cu text (the worker re-parses the manifest with it)
+  nlohmann::json manifest;          // manifest.json text parsed as JSON (null when no cubin)
+  nlohmann::json cases;             // [CaseSpec JSON] or {"suite": ..., "seed": N}
+  nlohmann::json options = nlohmann::json::object(); // worker options (see protocol above)
+};
+
+// Outcome of one worker batch.
+struct GpuRunResult {
+  GateStatus status = GateStatus::kInfraError;
+  std::string reason;      // one line: the fault class and case, the failure, or why not run
+  std::string fault_class; // "illegal_address", "misaligned_address", "launch_failure",
+                           // "illegal_instruction", "timeout", "signal", ... (empty if none)
+  nlohmann::json progress; // last progress.json (the case in flight), null if none
+  nlohmann::json result;   // the worker's result.json, null if it wrote none
+  int exit_code = -1;
+  int term_signal = 0;
+  bool timed_out = false;
+  bool network_isolated = false; // whether `unshare -n` was applied
+  double wall_ms = 0;
+  std::string stderr_tail; // last bytes of the worker's stderr
+  nlohmann::json to_json() const;
+};
+
+// Runs one batch in a fresh worker. Never throws for anything the candidate does; throws
+// InfraError only when the request folder cannot be written.
+GpuRunResult run_gpu_worker(const GpuRunRequest& request, const GpuRunOptions& options = {});
+
+// Classifies a finished worker run from its exit status, timeout flag, result.json and
+// progress.json (exposed for unit tests with fabricated outcomes).
+GpuRunResult classify_gpu_run(int exit_code, int term_signal, bool timed_out,
+                              const nlohmann::json& result, const nlohmann::json& progress);
+
+// Whether `unshare -n` works for this user here (probed once per process).
+bool network_isolation_available();
+
+} // namespace kloop::evaluator

@@ -1,0 +1,157 @@
+// Helper kernels of the benchmark, sanitize and pcsample modes (bench_kernels.h).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "evaluator/gpu_worker/bench_kernels.h"
+
+namespace kloop::gpu {
+
+namespace {
+
+__device__ __forceinline__ std::uint64_t mix(std::uint64_t z) { // splitmix64 finaliser
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+template <typename T> __device__ T from_float(float v);
+template <> __device__ float from_float<float>(float v) {
+  return v;
+}
+template <> __device__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <> __device__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+__device__ float to_float(float v) {
+  return v;
+}
+__device__ float to_float(__half v) {
+  return __half2float(v);
+}
+__device__ float to_float(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+
+template <typename T>
+__global__ void fill_kernel(T* p, long long n, unsigned long long seed, float lo, float hi) {
+  for (long long i = blockIdx.x * 1LL * blockDim.x + threadIdx.x; i < n;
+       i += 1LL * gridDim.x * blockDim.x) {
+    const std::uint64_t r = mix(seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(i));
+    const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f); // [0, 1)
+    p[i] = from_float<T>(lo + (hi - lo) * u);
+  }
+}
+
+template <typename T, typename Bits>
+__global__ void compare_kernel(const T* a, const T* e, long long n, double atol, double rtol,
+                               unsigned long long* out) {
+  for (long long i = blockIdx.x * 1LL * blockDim.x + threadIdx.x; i < n;
+       i += 1LL * gridDim.x * blockDim.x) {
+    const Bits ab = reinterpret_cast<const Bits*>(a)[i];
+    const Bits eb = reinterpret_cast<const Bits*>(e)[i];
+    if (ab == eb) continue;
+    const double av = to_float(a[i]), ev = to_float(e[i]);
+    bool ok;
+    if (isnan(av) || isnan(ev)) {
+      ok = isnan(av) && isnan(ev);
+    } else if (isinf(av) || isinf(ev)) {
+      ok = av == ev;
+    } else {
+      const double d = fabs(av - ev);
+      atomicMax(&out[2], static_cast<unsigned long long>(__double_as_longlong(d)));
+      ok = d <= atol + rtol * fabs(ev);
+    }
+    if (!ok) {
+      atomicAdd(&out[0], 1ULL);
+      atomicMin(&out[1], static_cast<unsigned long long>(i + 1));
+    }
+  }
+}
+
+__global__ void init_out(unsigned long long* out) {
+  out[0] = 0;
+  out[1] = ~0ULL;
+  out[2] = 0;
+}
+__global__ void fix_first(unsigned long long* out) {
+  if (out[1] == ~0ULL) out[1] = 0;
+}
+
+__global__ void scrub_kernel(std::uint32_t pattern, int words, int* sink) {
+  extern __shared__ std::uint32_t smem[];
+  volatile std::uint32_t* s = smem;
+  for (int i = threadIdx.x; i < words; i += blockDim.x)
+    s[i] = pattern;
+  __syncthreads();
+  // A read the compiler cannot drop keeps the stores alive.
+  if (s[(threadIdx.x * 7) % words] != pattern) atomicAdd(sink, 1);
+}
+
+int grid_for(long long n) {
+  const long long blocks = (n + 255) / 256;
+  return static_cast<int>(blocks < 132 * 16 ? (blocks < 1 ? 1 : blocks) : 132 * 16);
+}
+
+} // namespace
+
+cudaError_t fill_uniform(DType dtype, void* p, std::int64_t n, std::uint64_t seed, float lo,
+                         float hi, cudaStream_t stream) {
+  const int g = grid_for(n);
+  switch (dtype) {
+  case DType::kFloat32:
+    fill_kernel<<<g, 256, 0, stream>>>(static_cast<float*>(p), n, seed, lo, hi);
+    break;
+  case DType::kFloat16:
+    fill_kernel<<<g, 256, 0, stream>>>(static_cast<__half*>(p), n, seed, lo, hi);
+    break;
+  case DType::kBFloat16:
+    fill_kernel<<<g, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(p), n, seed, lo, hi);
+    break;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t compare_outputs(DType dtype, const void* actual, const void* expected, std::int64_t n,
+                            double atol, double rtol, unsigned long long* out,
+                            cudaStream_t stream) {
+  init_out<<<1, 1, 0, stream>>>(out);
+  const int g = grid_for(n);
+  switch (dtype) {
+  case DType::kFloat32:
+    compare_kernel<float, std::uint32_t><<<g, 256, 0, stream>>>(
+        static_cast<const float*>(actual), static_cast<const float*>(expected), n, atol, rtol, out);
+    break;
+  case DType::kFloat16:
+    compare_kernel<__half, std::uint16_t>
+        <<<g, 256, 0, stream>>>(static_cast<const __half*>(actual),
+                                static_cast<const __half*>(expected), n, atol, rtol, out);
+    break;
+  case DType::kBFloat16:
+    compare_kernel<__nv_bfloat16, std::uint16_t>
+        <<<g, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(actual),
+                                static_cast<const __nv_bfloat16*>(expected), n, atol, rtol, out);
+    break;
+  }
+  fix_first<<<1, 1, 0, stream>>>(out);
+  return cudaGetLastError();
+}
+
+cudaError_t scrub_shared(std::uint32_t pattern, int blocks, int smem_bytes, cudaStream_t stream) {
+  cudaError_t e =
+      cudaFuncSetAttribute(scrub_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  if (e != cudaSuccess) return e;
+  e = cudaFuncSetAttribute(scrub_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+  if (e != cudaSuccess) return e;
+  static int* sink = nullptr;
+  if (!sink) {
+    if ((e = cudaMalloc(&sink, sizeof(int))) != cudaSuccess) return e;
+    if ((e = cudaMemset(sink, 0, sizeof(int))) != cudaSuccess) return e;
+  }
+  scrub_kernel<<<blocks, 1024, static_cast<std::size_t>(smem_bytes), stream>>>(
+      pattern, smem_bytes / 4, sink);
+  return cudaGetLastError();
+}
+
+} // namespace kloop::gpu

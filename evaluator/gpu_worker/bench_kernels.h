@@ -1,0 +1,33 @@
+// Helper kernels of the worker's benchmark, sanitize and pcsample modes (h7-api.md): deterministic
+// input fill, the device-side output check of timed iterations against the trusted reference's
+// output, and shared-memory scrubbing (poisoning every SM's shared memory right before a
+// candidate runs, because this compute-sanitizer's initcheck sees global memory only, DEVICE.md).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/dtype.h"
+
+namespace kloop::gpu {
+
+// Fills n elements of `dtype` at p with values uniform in [lo, hi) from a counter hash of
+// (seed, index): same seed, same bytes, on any launch configuration.
+cudaError_t fill_uniform(DType dtype, void* p, std::int64_t n, std::uint64_t seed, float lo,
+                         float hi, cudaStream_t stream);
+
+// Element check of `actual` against `expected` (n elements of `dtype`): an element passes when
+// its bits are equal, or both are NaN, or both finite with |a-e| <= atol + rtol*|e|. Writes to
+// `out` (device memory, 3 x 8 bytes, zeroed by the call): [0] failing element count, [1] first
+// failing index + 1 (0 if none), [2] max |a-e| over finite pairs as double bits (max via
+// atomicMax on the ordered bit pattern of a non-negative double).
+cudaError_t compare_outputs(DType dtype, const void* actual, const void* expected, std::int64_t n,
+                            double atol, double rtol, unsigned long long* out, cudaStream_t stream);
+
+// Writes the 32-bit `pattern` over the whole dynamic shared memory of `blocks` blocks, each
+// taking `smem_bytes` (the device's opt-in maximum), so that every SM's shared memory holds the
+// pattern before the next kernel. Sets the opt-in attribute and the maximum shared carveout.
+cudaError_t scrub_shared(std::uint32_t pattern, int blocks, int smem_bytes, cudaStream_t stream);
+
+} // namespace kloop::gpu

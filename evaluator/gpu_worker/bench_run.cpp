@@ -1,0 +1,347 @@
+// The worker's "benchmark" mode (bench_run.h; protocol in h7-api.md): per shape and cache state,
+// rounds of C B R A A R B C kernel launches (candidate, baseline, trusted reference, A/A partner =
+// the baseline again) and C B B C wrapper calls, each bracketed by its own CUDA events; cold
+// samples flush L2 first (a memset of 2x L2); warm samples of large shapes rotate among input sets
+// totalling >= 4x L2; sampling stops when both medians are known to 1% (or at the time cap);
+// sampled candidate outputs are compared on the device with the reference kernel's output; NVML
+// telemetry once per batch; the copy ceiling is a timed 1 GiB device-to-device copy.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "evaluator/bench_stats.h"
+#include "evaluator/gpu_runner.h"
+#include "evaluator/gpu_worker/bench_kernels.h"
+#include "evaluator/gpu_worker/bench_launch.h"
+#include "evaluator/gpu_worker/bench_run.h"
+#include "evaluator/gpu_worker/telemetry.h"
+#include "evaluator/roofline.h"
+#include "kernels/rmsnorm/contract.h"
+#include "store/hash.h"
+
+namespace kloop::gpu {
+
+namespace {
+
+using nlohmann::json;
+
+class EventPair {
+public:
+  EventPair() {
+    check(cudaEventCreate(&a_), "cudaEventCreate");
+    check(cudaEventCreate(&b_), "cudaEventCreate");
+  }
+  ~EventPair() {
+    cudaEventDestroy(a_);
+    cudaEventDestroy(b_);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+  void start(cudaStream_t s) { check(cudaEventRecord(a_, s), "cudaEventRecord"); }
+  void stop(cudaStream_t s) { check(cudaEventRecord(b_, s), "cudaEventRecord"); }
+  double ms() const {
+    float v = 0;
+    check(cudaEventElapsedTime(&v, a_, b_), "cudaEventElapsedTime");
+    return v;
+  }
+
+private:
+  cudaEvent_t a_{}, b_{};
+};
+
+double copy_ceiling_ms(cudaStream_t s) {
+  const std::size_t bytes = static_cast<std::size_t>(evaluator::roofline::kMinCopyBytes);
+  DeviceBuffer src(bytes), dst(bytes);
+  check(cudaMemsetAsync(src.data(), 1, bytes, s), "memset copy source");
+  EventPair ev;
+  std::vector<double> t;
+  for (int i = 0; i < 12; ++i) {
+    ev.start(s);
+    check(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, s), "copy");
+    ev.stop(s);
+    check(cudaStreamSynchronize(s), "copy ceiling");
+    if (i >= 2) t.push_back(ev.ms());
+  }
+  return evaluator::bench::median(t);
+}
+
+struct Paths {
+  const PathLauncher* cand;
+  const PathLauncher* base;
+  const PathLauncher* ref;
+};
+
+// One shape: buffers, launchers, the cold and warm sample loops.
+json bench_shape(const json& shape, const json& protocol, const LoadedCandidate& cand,
+                 const LoadedCandidate* baseline, const rmsnorm::DeviceInfo& device,
+                 std::int64_t l2, const Telemetry& tel, cudaStream_t s, std::string* failure) {
+  const DType dt = parse_dtype(shape.at("dtype").get<std::string>()).value();
+  const long long rows = shape.at("rows").get<long long>();
+  const int h = shape.at("h").get<int>();
+  const std::size_t n = static_cast<std::size_t>(rows) * h, es = dtype_bytes(dt);
+  const std::size_t bytes = n * es;
+  const float eps = 1e-6f;
+  const std::uint64_t seed = protocol.value("seed", std::uint64_t{1});
+  int sets = 1;
+  if (bytes * 4 >= static_cast<std::size_t>(l2)) {
+    sets = static_cast<int>(std::clamp<std::size_t>((4 * l2 + 2 * bytes - 1) / (2 * bytes), 1, 64));
+    while (sets > 1 && sets * 3 * bytes > (std::size_t{24} << 30))
+      --sets;
+  }
+  std::vector<DeviceBuffer> x, yc, yref;
+  for (int i = 0; i < sets; ++i) {
+    x.emplace_back(bytes);
+    yc.emplace_back(bytes);
+    yref.emplace_back(bytes);
+    check(fill_uniform(dt, x.back().data(), n, seed * 1000 + i, -2.f, 2.f, s), "fill x");
+  }
+  DeviceBuffer yo(bytes), w(h * es), flush(static_cast<std::size_t>(2 * l2)), cmp(24);
+  check(fill_uniform(dt, w.data(), h, seed * 1000 + 999, 0.5f, 1.5f, s), "fill weight");
+  json out{{"rows", rows},
+           {"h", h},
+           {"dtype", dtype_name(dt)},
+           {"shape_class", evaluator::roofline::shape_class(rows, h, dt)},
+           {"input_sets", sets},
+           {"rotation_bytes", sets * 2 * bytes}};
+  std::unique_ptr<PathLauncher> pc, pb, pr;
+  try {
+    pc = std::make_unique<PathLauncher>(&cand, device, dt, rows, h, h, x[0].data(), w.data(),
+                                        yc[0].data(), eps);
+  } catch (const std::runtime_error& e) {
+    *failure = fmt::format("{}x{} {}: {}", rows, h, dtype_name(dt), e.what());
+    out["error"] = e.what();
+    return out;
+  }
+  pb = std::make_unique<PathLauncher>(baseline, device, dt, rows, h, h, x[0].data(), w.data(),
+                                      yo.data(), eps);
+  pr = std::make_unique<PathLauncher>(nullptr, device, dt, rows, h, h, x[0].data(), w.data(),
+                                      yo.data(), eps);
+  out["paths"] = {
+      {"candidate", pc->to_json()}, {"baseline", pb->to_json()}, {"reference", pr->to_json()}};
+  for (int i = 0; i < sets; ++i) {
+    check(pr->launch(x[i].data(), w.data(), yref[i].data(), s), "reference launch");
+  }
+  auto run = [&](const PathLauncher& p, bool wrapper, int set, void* y) {
+    const cudaError_t e = wrapper ? p.wrapper_call(x[set].data(), w.data(), y, s)
+                                  : p.launch(x[set].data(), w.data(), y, s);
+    if (e == cudaSuccess) return;
+    if (is_sticky(e)) throw StickyFault{e, "timed launch"};
+    throw std::runtime_error("timed launch failed: " + cuda_error_text(e));
+  };
+  for (int i = 0; i < 3; ++i) { // warm-up: modules loaded, clocks up
+    run(*pc, false, 0, yc[0].data());
+    run(*pb, false, 0, yo.data());
+    run(*pr, false, 0, yo.data());
+  }
+  check(cudaStreamSynchronize(s), "warm-up");
+  const double target = protocol.value("target_rel_half_width", 0.01);
+  const int min_rounds = protocol.value("min_rounds", 10);
+  const int max_rounds = protocol.value("max_rounds", 400);
+  const double cap_s = protocol.value("time_cap_s", 5.0);
+  const int checks = protocol.value("output_checks", 3);
+  const int batch = std::max(1, protocol.value("telemetry_every_rounds", 8));
+  const rmsnorm::Tolerance tol = rmsnorm::tolerance_for(dt);
+  json states = json::array();
+  for (const char* state : {"cold", "warm"}) {
+    const bool cold = std::string(state) == "cold";
+    if (!protocol.value(state, true)) continue;
+    std::set<int> check_rounds{min_rounds - 1};
+    std::mt19937_64 rng(seed + (cold ? 17 : 29));
+    while (static_cast<int>(check_rounds.size()) < std::min(checks, min_rounds)) {
+      check_rounds.insert(static_cast<int>(rng() % static_cast<std::uint64_t>(min_rounds)));
+    }
+    std::map<std::string, std::vector<double>> samp;
+    json batches = json::array(), checks_out = json::array(), order = json::array();
+    struct Slot {
+      const char* key;
+      const PathLauncher* p;
+      bool wrapper;
+    };
+    const Slot slots[] = {
+        {"candidate_kernel", pc.get(), false}, {"baseline_kernel", pb.get(), false},
+        {"reference_kernel", pr.get(), false}, {"aa_kernel", pb.get(), false},
+        {"aa_kernel", pb.get(), false},        {"reference_kernel", pr.get(), false},
+        {"baseline_kernel", pb.get(), false},  {"candidate_kernel", pc.get(), false},
+        {"candidate_wrapper", pc.get(), true}, {"baseline_wrapper", pb.get(), true},
+        {"baseline_wrapper", pb.get(), true},  {"candidate_wrapper", pc.get(), true}};
+    for (const auto& sl : slots)
+      order.push_back(sl.key);
+    std::vector<std::unique_ptr<EventPair>> ev;
+    for (std::size_t i = 0; i < std::size(slots); ++i)
+      ev.push_back(std::make_unique<EventPair>());
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string stop = "max_rounds";
+    int r = 0, batch_first = 0;
+    for (; r < max_rounds; ++r) {
+      const int set = cold ? 0 : r % sets;
+      for (std::size_t i = 0; i < std::size(slots); ++i) {
+        if (cold) check(cudaMemsetAsync(flush.data(), r & 0xff, flush.size(), s), "L2 flush");
+        void* y = slots[i].p == pc.get() ? yc[set].data() : yo.data();
+        ev[i]->start(s);
+        run(*slots[i].p, slots[i].wrapper, set, y);
+        ev[i]->stop(s);
+      }
+      check(cudaStreamSynchronize(s), "benchmark round");
+      for (std::size_t i = 0; i < std::size(slots); ++i)
+        samp[slots[i].key].push_back(ev[i]->ms());
+      if (check_rounds.count(r)) {
+        check(compare_outputs(dt, yc[set].data(), yref[set].data(), static_cast<std::int64_t>(n),
+                              tol.atol, tol.rtol, reinterpret_cast<unsigned long long*>(cmp.data()),
+                              s),
+              "output check");
+        unsigned long long c[3] = {};
+        check(cudaMemcpy(c, cmp.data(), sizeof(c), cudaMemcpyDeviceToHost), "output check copy");
+        double max_err = 0;
+        std::memcpy(&max_err, &c[2], sizeof(double));
+        const bool pass = c[0] == 0;
+        checks_out.push_back({{"round", r},
+                              {"set", set},
+                              {"pass", pass},
+                              {"failing_elements", c[0]},
+                              {"max_abs_err", max_err},
+                              {"detail", pass ? ""
+                                              : fmt::format("{} elements outside tolerance, "
+                                                            "first at flat index {}",
+                                                            c[0], c[1] - 1)}});
+        if (!pass && failure->empty()) {
+          *failure = fmt::format("{}x{} {} {}: timed output of round {} differs from the "
+                                 "reference ({} elements)",
+                                 rows, h, dtype_name(dt), state, r, c[0]);
+        }
+      }
+      if ((r + 1) % batch == 0) {
+        json b = tel.read().to_json();
+        b["first_round"] = batch_first;
+        b["last_round"] = r;
+        batches.push_back(b);
+        batch_first = r + 1;
+      }
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r + 1 >= min_rounds &&
+          evaluator::bench::noise_converged(samp["candidate_kernel"], target, 2 * min_rounds) &&
+          evaluator::bench::noise_converged(samp["baseline_kernel"], target, 2 * min_rounds)) {
+        stop = "noise";
+        ++r;
+        break;
+      }
+      if (elapsed > cap_s && r + 1 >= min_rounds) {
+        stop = "time_cap";
+        ++r;
+        break;
+      }
+    }
+    states.push_back({{"state", state},
+                      {"rounds", r},
+                      {"stop", stop},
+                      {"order", order},
+                      {"input_sets", cold ? 1 : sets},
+                      {"samples", samp},
+                      {"batches", batches},
+                      {"output_checks", checks_out}});
+  }
+  out["states"] = states;
+  return out;
+}
+
+} // namespace
+
+bool load_baseline(const json& req, const std::filesystem::path& dir, Library& lib,
+                   LoadedCandidate& out) {
+  const json b = req.contains("baseline")
+                     ? req["baseline"]
+                     : req.value("options", json::object()).value("baseline", json());
+  if (!b.is_object()) return false;
+  auto slurp = [&](const std::string& name) {
+    std::ifstream in(dir / name, std::ios::binary);
+    if (!in) throw std::runtime_error("baseline: cannot read " + (dir / name).string());
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string source = slurp(b.value("source", "baseline.cu"));
+  const rmsnorm::ManifestParse mp = rmsnorm::parse_manifest(b.at("manifest").dump(), source);
+  if (!mp.manifest) throw std::runtime_error("baseline manifest: " + mp.errors.front().message);
+  out.manifest = *mp.manifest;
+  if (lib.load(slurp(b.value("cubin", "baseline.cubin"))) != cudaSuccess) {
+    throw std::runtime_error("baseline cubin does not load");
+  }
+  for (const auto& [dtype, name] : out.manifest->entry_points) {
+    cudaKernel_t k = nullptr;
+    check(lib.kernel(name, &k), "baseline entry point");
+    out.kernels[dtype] = k;
+  }
+  return true;
+}
+
+ModeOutcome run_benchmark(const json& req, const LoadedCandidate& cand,
+                          const rmsnorm::DeviceInfo& device, const std::filesystem::path& dir,
+                          json extra) {
+  const json spec = req.contains("benchmark")
+                        ? req["benchmark"]
+                        : req.value("options", json::object()).value("benchmark", json::object());
+  const json protocol = spec.value("protocol", json::object());
+  Library base_lib;
+  LoadedCandidate base;
+  const bool have_base = load_baseline(req, dir, base_lib, base);
+  int l2 = 0;
+  check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), "L2 size");
+  char pci[32] = {};
+  cudaDeviceGetPCIBusId(pci, sizeof(pci), 0);
+  Telemetry tel(pci);
+  Stream stream;
+  json result{{"device",
+               {{"name", extra.value("device", json::object()).value("name", "")},
+                {"l2_bytes", l2},
+                {"sm_count", device.sm_count}}},
+              {"protocol", protocol},
+              {"baseline", have_base ? "in-tree baseline cubin" : "trusted reference kernel"},
+              {"telemetry", tel.to_json()}};
+  const std::int64_t copy_bytes = evaluator::roofline::kMinCopyBytes;
+  const double copy_ms = copy_ceiling_ms(stream.get());
+  result["copy_ceiling"] = {{"bytes", copy_bytes},
+                            {"time_ms", copy_ms},
+                            {"tbps", evaluator::roofline::copy_ceiling_tbps(copy_bytes, copy_ms)}};
+  json shapes = json::array();
+  std::string failure;
+  json list = spec.value("shapes", json::array());
+  if (list.empty()) {
+    for (const auto& s : rmsnorm::benchmark_shapes()) {
+      list.push_back({{"rows", s.rows}, {"h", s.h}, {"dtype", dtype_name(s.dtype)}});
+    }
+  }
+  for (const auto& shape : list) {
+    shapes.push_back(bench_shape(shape, protocol, cand, have_base ? &base : nullptr, device, l2,
+                                 tel, stream.get(), &failure));
+  }
+  result["shapes"] = shapes;
+  const std::string raw = result.dump();
+  const std::filesystem::path raw_path = dir / "bench_raw.json";
+  std::ofstream(raw_path, std::ios::binary) << raw;
+  result["raw_samples_path"] = raw_path.filename().string();
+  result["raw_samples_sha256"] = store::sha256_hex(raw);
+  extra["benchmark"] = std::move(result);
+  ModeOutcome o;
+  o.status = failure.empty() ? "pass" : "fail";
+  o.reason = failure;
+  o.extra = std::move(extra);
+  return o;
+}
+
+bool is_perf_mode(const std::string& mode) {
+  return mode == "benchmark" || mode == "sanitize" || mode == "pcsample";
+}
+
+ModeOutcome run_perf_mode(const json& req, const LoadedCandidate& cand,
+                          const rmsnorm::DeviceInfo& device, const std::filesystem::path& dir,
+                          json extra) {
+  const std::string mode = req.value("mode", "");
+  if (mode == "benchmark") return run_benchmark(req, cand, device, dir, std::move(extra));
+  if (mode == "sanitize") return run_sanitize(req, cand, device, std::move(extra));
+  return run_pcsample(req, cand, device, dir, std::move(extra));
+}
+
+} // namespace kloop::gpu

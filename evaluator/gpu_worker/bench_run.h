@@ -1,0 +1,50 @@
+// The worker's measurement modes (h7-api.md): "benchmark" (the benchmark and roofline gates'
+// measurements), "sanitize" (the sanitizer gate's representative cases with exact-size
+// allocations and shared-memory poisoning; run under compute-sanitizer by evaluator/sanitizer.h)
+// and "pcsample" (CUPTI PC-sampling stall reasons, informational). main.cpp hands a request whose
+// mode is_perf_mode() to run_perf_mode() after loading the candidate.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "evaluator/gpu_worker/device_candidate.h"
+
+namespace kloop::gpu {
+
+// What main.cpp's finish() needs: exit code (evaluator/gpu_runner.h GpuWorkerExit), status
+// ("pass"/"fail"), one-line reason, and the result members to merge.
+struct ModeOutcome {
+  int exit_code = 0;
+  std::string status = "pass";
+  std::string reason;
+  nlohmann::json extra = nlohmann::json::object();
+};
+
+bool is_perf_mode(const std::string& mode); // "benchmark", "sanitize", "pcsample"
+
+// Runs the mode. `extra` is main.cpp's result object so far (device, kernels); it is returned
+// extended. Sticky CUDA faults propagate as StickyFault (main.cpp reports them).
+ModeOutcome run_perf_mode(const nlohmann::json& request, const LoadedCandidate& candidate,
+                          const rmsnorm::DeviceInfo& device, const std::filesystem::path& dir,
+                          nlohmann::json extra);
+
+// Mode bodies (bench_run.cpp, bench_sanitize.cpp, pcsampling.cpp).
+ModeOutcome run_benchmark(const nlohmann::json& request, const LoadedCandidate& candidate,
+                          const rmsnorm::DeviceInfo& device, const std::filesystem::path& dir,
+                          nlohmann::json extra);
+ModeOutcome run_sanitize(const nlohmann::json& request, const LoadedCandidate& candidate,
+                         const rmsnorm::DeviceInfo& device, nlohmann::json extra);
+ModeOutcome run_pcsample(const nlohmann::json& request, const LoadedCandidate& candidate,
+                         const rmsnorm::DeviceInfo& device, const std::filesystem::path& dir,
+                         nlohmann::json extra);
+
+// The request's "baseline" member {"cubin","manifest","source"} (files in `dir`) loaded as a
+// candidate; returns false (reference kernel as baseline) when absent. Throws std::runtime_error
+// naming the problem when present but unusable (ours: the baseline is in-tree).
+bool load_baseline(const nlohmann::json& request, const std::filesystem::path& dir,
+                   Library& library, LoadedCandidate& out);
+
+} // namespace kloop::gpu

@@ -1,0 +1,239 @@
+// kloop-gpu-worker REQUEST_DIR: runs one evaluation batch on the GPU (evaluator/gpu_runner.h
+// documents the request/result files and the exit codes). Started fresh per batch by the runner;
+// links cudart_static only, so it starts on machines without a driver and reports `not_run`.
+// Before each case it writes progress.json so that a watchdog kill still names the case. On a
+// sticky CUDA fault it writes what it knows and exits with kGpuWorkerStickyFault; it never calls
+// the reference kernel in a faulted process.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "evaluator/correctness.h"
+#include "evaluator/gpu_runner.h"
+#include "evaluator/gpu_worker/bench_mode.h"
+#include "evaluator/gpu_worker/bench_run.h"
+#include "evaluator/gpu_worker/cuda_rt.h"
+#include "evaluator/gpu_worker/device_candidate.h"
+#include "kernels/rmsnorm/cases.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace kloop;
+
+namespace {
+
+fs::path g_dir;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + p.string());
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Atomic write (tmp + rename) so a kill never leaves half a JSON document.
+void write_json(const std::string& name, const json& j) {
+  const fs::path tmp = g_dir / (name + ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(1);
+  }
+  fs::rename(tmp, g_dir / name);
+}
+
+int finish(int code, const std::string& status, const std::string& reason, json extra = {}) {
+  json r = extra.is_object() ? extra : json::object();
+  r["status"] = status;
+  r["reason"] = reason;
+  r["exit_code"] = code;
+  write_json("result.json", r);
+  std::fprintf(stderr, "kloop-gpu-worker: %s: %s\n", status.c_str(), reason.c_str());
+  return code;
+}
+
+std::vector<rmsnorm::CaseSpec> resolve_cases(const json& cases) {
+  std::vector<rmsnorm::CaseSpec> out;
+  if (cases.is_array()) {
+    for (const json& c : cases)
+      out.push_back(rmsnorm::CaseSpec::from_json(c));
+    return out;
+  }
+  const std::string suite = cases.value("suite", std::string("public"));
+  const std::uint64_t seed = cases.value("seed", std::uint64_t{1});
+  if (suite == "public")
+    out = rmsnorm::public_cases(seed);
+  else if (suite == "large")
+    out = rmsnorm::large_cases(seed);
+  else if (suite == "cases_md")
+    out = rmsnorm::cases_md_cases();
+  else if (suite == "invalid")
+    out = rmsnorm::invalid_cases(seed);
+  else
+    throw std::runtime_error("cases.suite '" + suite +
+                             "' unknown; use public, large, "
+                             "cases_md or invalid");
+  if (cases.contains("first") || cases.contains("count")) { // a slice of the suite
+    const std::size_t first = std::min(out.size(), cases.value("first", std::size_t{0}));
+    const std::size_t count = std::min(out.size() - first, cases.value("count", out.size()));
+    out = std::vector<rmsnorm::CaseSpec>(out.begin() + first, out.begin() + first + count);
+  }
+  return out;
+}
+
+json device_json(const rmsnorm::DeviceInfo& info) {
+  json d = info.to_json();
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, 0) == cudaSuccess) d["name"] = p.name;
+  int drv = 0, rt = 0;
+  cudaDriverGetVersion(&drv);
+  cudaRuntimeGetVersion(&rt);
+  d["driver_version"] = drv;
+  d["runtime_version"] = rt;
+  return d;
+}
+
+int run(const json& req) {
+  int count = 0;
+  const cudaError_t dc = cudaGetDeviceCount(&count);
+  if (dc != cudaSuccess || count == 0)
+    return finish(evaluator::kGpuWorkerNoDevice, "not_run",
+                  dc != cudaSuccess ? "no CUDA device: " + gpu::cuda_error_text(dc)
+                                    : std::string("no CUDA device: cudaGetDeviceCount returned 0"));
+  gpu::check(cudaSetDevice(0), "cudaSetDevice");
+  gpu::check(cudaFree(nullptr), "context creation");
+  const rmsnorm::DeviceInfo info = gpu::query_device_info(0);
+  json extra{{"device", device_json(info)}, {"mode", req.value("mode", "correctness")}};
+
+  // Candidate: parse the manifest again (trusted code), load the cubin, look up entry points.
+  gpu::LoadedCandidate cand;
+  gpu::Library lib;
+  if (req.contains("cubin") && req["cubin"].is_string()) {
+    const std::string source =
+        req.contains("source") ? read_file(g_dir / req["source"].get<std::string>()) : "";
+    const rmsnorm::ManifestParse mp = rmsnorm::parse_manifest(req["manifest"].dump(), source);
+    if (!mp.manifest)
+      return finish(evaluator::kGpuWorkerOk, "fail",
+                    "manifest rejected: " + mp.errors.front().message, extra);
+    cand.manifest = *mp.manifest;
+    const std::string image = read_file(g_dir / req["cubin"].get<std::string>());
+    if (const cudaError_t e = lib.load(image); e != cudaSuccess) {
+      cudaGetLastError(); // clear the (non-sticky) load error
+      if (gpu::is_sticky(e)) throw gpu::StickyFault{e, "cudaLibraryLoadData"};
+      return finish(evaluator::kGpuWorkerOk, "fail",
+                    "the cubin does not load on this device: " + gpu::cuda_error_text(e), extra);
+    }
+    json kernels = json::object();
+    for (const auto& [dtype, name] : cand.manifest->entry_points) {
+      cudaKernel_t k = nullptr;
+      if (const cudaError_t e = lib.kernel(name, &k); e != cudaSuccess)
+        return finish(
+            evaluator::kGpuWorkerOk, "fail",
+            fmt::format("entry point {} not found in the cubin: {}", name, gpu::cuda_error_text(e)),
+            extra);
+      cand.kernels[dtype] = k;
+      cudaFuncAttributes a{};
+      if (cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(k)) == cudaSuccess)
+        kernels[name] = {{"registers", a.numRegs},
+                         {"static_smem", a.sharedSizeBytes},
+                         {"local_bytes", a.localSizeBytes},
+                         {"max_threads_per_block", a.maxThreadsPerBlock}};
+    }
+    extra["kernels"] = kernels;
+  }
+  if (extra["mode"] == "probe") return finish(evaluator::kGpuWorkerOk, "pass", "", extra);
+  if (gpu::is_perf_mode(extra["mode"].get<std::string>())) {
+    gpu::ModeOutcome m = gpu::run_perf_mode(req, cand, info, g_dir, extra);
+    return finish(m.exit_code, m.status, m.reason, m.extra);
+  }
+  if (extra["mode"] == "bench") {
+    extra["bench"] = gpu::run_bench(cand, info, req.value("options", json::object()));
+    return finish(evaluator::kGpuWorkerOk, "pass", "", extra);
+  }
+
+  const std::vector<rmsnorm::CaseSpec> specs = resolve_cases(req.value("cases", json::object()));
+  const json opts = req.value("options", json::object());
+  gpu::DeviceAdapter adapter(std::move(cand), info, gpu::AdapterOptions::from_json(opts));
+  const evaluator::Candidate candidate = adapter.as_candidate();
+  const bool stop = opts.value("stop_at_first_failure", false);
+  evaluator::SuiteResult suite;
+  try {
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      write_json("progress.json", {{"index", i}, {"name", specs[i].name}, {"total", specs.size()}});
+      evaluator::CaseResult cr = evaluator::run_case(candidate, specs[i]);
+      if (adapter.sticky()) throw *adapter.sticky();
+      if (cr.pass)
+        ++suite.passed;
+      else
+        ++suite.failed;
+      if (!cr.pass && !suite.first_failure) suite.first_failure = suite.cases.size();
+      suite.cases.push_back(std::move(cr));
+      if (!suite.cases.back().pass && stop) break;
+    }
+  } catch (const gpu::StickyFault& f) {
+    const json progress = json::parse(read_file(g_dir / "progress.json"), nullptr, false);
+    const std::string cls = gpu::fault_class(f.error);
+    suite.pass = false;
+    extra["suite"] = suite.to_json();
+    extra["evidence"] = adapter.evidence();
+    extra["path_counts"] = adapter.path_counts().to_json();
+    extra["fault"] = {{"class", cls},
+                      {"cuda_error", gpu::cuda_error_text(f.error)},
+                      {"where", f.where},
+                      {"case_index", progress.value("index", -1)},
+                      {"case_name", progress.value("name", "")}};
+    return finish(evaluator::kGpuWorkerStickyFault, "crashed",
+                  fmt::format("crashed: {} ({}) in {} during case {} ({})", cls,
+                              gpu::cuda_error_text(f.error), f.where, progress.value("index", -1),
+                              progress.value("name", "")),
+                  extra);
+  }
+  suite.pass = suite.failed == 0;
+  extra["suite"] = suite.to_json();
+  extra["evidence"] = adapter.evidence();
+  extra["path_counts"] = adapter.path_counts().to_json();
+  std::string reason;
+  if (suite.first_failure) {
+    const evaluator::CaseResult& f = suite.cases[*suite.first_failure];
+    reason = fmt::format("case {} failed: {}", f.case_name, f.reason);
+  }
+  return finish(evaluator::kGpuWorkerOk, suite.pass ? "pass" : "fail", reason, extra);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: kloop-gpu-worker REQUEST_DIR (see evaluator/gpu_runner.h)\n");
+    return evaluator::kGpuWorkerBadRequest;
+  }
+  g_dir = argv[1];
+  json req;
+  try {
+    req = json::parse(read_file(g_dir / "request.json"));
+  } catch (const std::exception& e) {
+    return finish(evaluator::kGpuWorkerBadRequest, "infra_error",
+                  std::string("bad request.json: ") + e.what());
+  }
+  try {
+    return run(req);
+  } catch (const gpu::StickyFault& f) {
+    return finish(evaluator::kGpuWorkerStickyFault, "crashed",
+                  fmt::format("crashed: {} ({}) in {}", gpu::fault_class(f.error),
+                              gpu::cuda_error_text(f.error), f.where),
+                  {{"fault",
+                    {{"class", gpu::fault_class(f.error)},
+                     {"cuda_error", gpu::cuda_error_text(f.error)},
+                     {"where", f.where}}}});
+  } catch (const std::exception& e) {
+    return finish(evaluator::kGpuWorkerInternal, "infra_error",
+                  std::string("GPU worker internal error: ") + e.what());
+  }
+}

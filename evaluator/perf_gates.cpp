@@ -1,0 +1,290 @@
+// Benchmark and roofline gates from the worker's benchmark result (perf_gates.h).
+#include "evaluator/perf_gates.h"
+
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "evaluator/bench_stats.h"
+#include "evaluator/roofline.h"
+
+namespace kloop::evaluator::perf {
+
+namespace {
+
+using nlohmann::json;
+
+const json& need(const json& j, const char* key, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) {
+    throw InfraError(fmt::format("benchmark result: {} has no \"{}\"; the GPU worker and kloop "
+                                 "disagree on the result format, rebuild both",
+                                 where, key));
+  }
+  return j.at(key);
+}
+
+std::vector<double> samples(const json& state, const char* key, const std::string& where) {
+  const json& s = need(need(state, "samples", where), key, where + ".samples");
+  if (!s.is_array())
+    throw InfraError("benchmark result: " + where + ".samples." + key +
+                     " is not an array of milliseconds");
+  return s.get<std::vector<double>>();
+}
+
+bool has_samples(const json& state, const char* key) {
+  return state.contains("samples") && state["samples"].contains(key) &&
+         state["samples"][key].is_array() && !state["samples"][key].empty();
+}
+
+std::string shape_name(const json& shape) {
+  return fmt::format("{}x{} {}", shape.value("rows", 0LL), shape.value("h", 0LL),
+                     shape.value("dtype", std::string("?")));
+}
+
+DType shape_dtype(const json& shape, const std::string& where) {
+  const auto d = parse_dtype(need(shape, "dtype", where).get<std::string>());
+  if (!d) throw InfraError("benchmark result: " + where + ".dtype is not a contract dtype");
+  return *d;
+}
+
+// Stats of one cache state of one shape.
+json state_summary(const json& state, const std::string& where, bench::SpeedDecision* decision,
+                   double* speedup) {
+  const auto cand = samples(state, "candidate_kernel", where);
+  const auto base = samples(state, "baseline_kernel", where);
+  json out{{"state", state.value("state", std::string("?"))},
+           {"rounds", state.value("rounds", 0)},
+           {"stop", state.value("stop", std::string("?"))},
+           {"candidate_kernel_median_ms", bench::median(cand)},
+           {"baseline_kernel_median_ms", bench::median(base)},
+           {"candidate_rel_half_width", bench::relative_half_width(cand)},
+           {"baseline_rel_half_width", bench::relative_half_width(base)}};
+  if (!std::isfinite(out["candidate_rel_half_width"].get<double>())) {
+    out["candidate_rel_half_width"] = nullptr;
+  }
+  if (!std::isfinite(out["baseline_rel_half_width"].get<double>())) {
+    out["baseline_rel_half_width"] = nullptr;
+  }
+  for (const char* key : {"candidate_wrapper", "baseline_wrapper", "reference_kernel"}) {
+    if (has_samples(state, key))
+      out[std::string(key) + "_median_ms"] = bench::median(samples(state, key, where));
+  }
+  const bench::PairedRatio vs_base = bench::paired_ratio(cand, base);
+  out["vs_baseline"] = vs_base.to_json();
+  if (has_samples(state, "reference_kernel")) {
+    out["vs_reference"] =
+        bench::paired_ratio(cand, samples(state, "reference_kernel", where)).to_json();
+  }
+  double floor = 0;
+  if (has_samples(state, "aa_kernel")) {
+    const bench::PairedRatio aa = bench::paired_ratio(samples(state, "aa_kernel", where), base);
+    floor = bench::noise_floor(aa);
+    out["aa"] = aa.to_json();
+  } else {
+    out["aa"] = nullptr;
+  }
+  out["noise_floor"] = floor;
+  *decision = bench::decide_speed(vs_base, floor);
+  *speedup = 1.0 / vs_base.ratio;
+  out["decision"] = bench::speed_decision_name(*decision);
+  int throttled = 0;
+  for (const auto& b : state.value("batches", json::array()))
+    throttled += b.value("throttled", false);
+  out["throttled_batches"] = throttled;
+  out["batches"] = state.value("batches", json::array()).size();
+  return out;
+}
+
+} // namespace
+
+json BenchProtocol::to_json() const {
+  return {{"target_rel_half_width", target_rel_half_width},
+          {"min_rounds", min_rounds},
+          {"max_rounds", max_rounds},
+          {"time_cap_s", time_cap_s},
+          {"output_checks", output_checks},
+          {"telemetry_every_rounds", telemetry_every_rounds},
+          {"seed", seed},
+          {"warm", warm},
+          {"cold", cold}};
+}
+
+json bench_request(const std::vector<rmsnorm::BenchShape>& shapes, const BenchProtocol& protocol,
+                   const std::string& raw_samples_path) {
+  json list = json::array();
+  for (const auto& s : shapes) {
+    list.push_back({{"rows", s.rows},
+                    {"h", s.h},
+                    {"dtype", dtype_name(s.dtype)},
+                    {"shape_class", roofline::shape_class(s.rows, s.h, s.dtype)}});
+  }
+  return {{"protocol", protocol.to_json()},
+          {"shapes", list},
+          {"copy_ceiling_bytes", roofline::kMinCopyBytes},
+          {"raw_samples_path", raw_samples_path}};
+}
+
+GateResult benchmark_gate(const json& r) {
+  GateResult g;
+  g.name = std::string(kGateBenchmark);
+  json shapes_out = json::array();
+  int faster = 0, slower = 0, same = 0, throttled = 0;
+  double log_speedup_sum = 0;
+  int speedup_count = 0;
+  std::string first_failure;
+  for (const auto& shape : need(r, "shapes", "benchmark")) {
+    const std::string where = shape_name(shape);
+    json states = json::array();
+    for (const auto& state : need(shape, "states", where)) {
+      const std::string swhere = where + " " + state.value("state", std::string("?"));
+      for (const auto& c : state.value("output_checks", json::array())) {
+        if (!c.value("pass", false) && first_failure.empty()) {
+          first_failure =
+              fmt::format("{}: timed output of round {} differs from the reference: {}", swhere,
+                          c.value("round", -1), c.value("detail", std::string("no detail")));
+        }
+      }
+      bench::SpeedDecision d{};
+      double speedup = 0;
+      try {
+        json s = state_summary(state, swhere, &d, &speedup);
+        s["output_checks"] = state.value("output_checks", json::array());
+        s["input_sets"] = state.value("input_sets", 1);
+        throttled += s["throttled_batches"].get<int>();
+        states.push_back(std::move(s));
+      } catch (const std::invalid_argument& e) {
+        if (first_failure.empty()) first_failure = swhere + ": " + e.what();
+        continue;
+      }
+      (d == bench::SpeedDecision::kFaster   ? faster
+       : d == bench::SpeedDecision::kSlower ? slower
+                                            : same)++;
+      log_speedup_sum += std::log(speedup);
+      ++speedup_count;
+    }
+    shapes_out.push_back({{"rows", shape.value("rows", 0LL)},
+                          {"h", shape.value("h", 0LL)},
+                          {"dtype", shape.value("dtype", std::string())},
+                          {"shape_class", shape.value("shape_class", std::string())},
+                          {"states", states}});
+  }
+  g.evidence = {{"device", r.value("device", json::object())},
+                {"telemetry", r.value("telemetry", json::object())},
+                {"protocol", r.value("protocol", json::object())},
+                {"raw_samples_sha256", r.value("raw_samples_sha256", std::string())},
+                {"timing_scope", "kernel: CUDA events around the launch; wrapper: CUDA events "
+                                 "around the whole trusted-wrapper call"},
+                {"shapes", shapes_out},
+                {"summary",
+                 {{"faster", faster},
+                  {"slower", slower},
+                  {"indistinguishable", same},
+                  {"throttled_batches", throttled},
+                  {"geomean_speedup_vs_baseline",
+                   speedup_count ? std::exp(log_speedup_sum / speedup_count) : 0.0}}}};
+  if (!first_failure.empty()) {
+    g.status = GateStatus::kFail;
+    g.reason = first_failure;
+  } else if (speedup_count == 0) {
+    g.status = GateStatus::kNotRun;
+    g.reason = "the worker measured no shape";
+  } else {
+    g.status = GateStatus::kPass;
+  }
+  return g;
+}
+
+GateResult roofline_gate(const json& r, double margin) {
+  GateResult g;
+  g.name = std::string(kGateRoofline);
+  const json& ceiling = need(r, "copy_ceiling", "benchmark");
+  const double ceiling_tbps =
+      roofline::copy_ceiling_tbps(need(ceiling, "bytes", "copy_ceiling").get<std::int64_t>(),
+                                  need(ceiling, "time_ms", "copy_ceiling").get<double>());
+  const std::int64_t l2 =
+      need(need(r, "device", "benchmark"), "l2_bytes", "device").get<std::int64_t>();
+  std::map<std::string, std::vector<double>> by_class;
+  json shapes_out = json::array();
+  std::string first_failure;
+  for (const auto& shape : need(r, "shapes", "benchmark")) {
+    const std::string where = shape_name(shape);
+    const auto rows = need(shape, "rows", where).get<std::int64_t>();
+    const auto h = need(shape, "h", where).get<std::int64_t>();
+    const DType dtype = shape_dtype(shape, where);
+    const auto bytes = roofline::logical_bytes(rows, h, dtype);
+    const std::string cls(roofline::shape_class(rows, h, dtype));
+    json states = json::array();
+    double cold_fraction = -1, any_fraction = -1;
+    for (const auto& state : need(shape, "states", where)) {
+      if (!has_samples(state, "candidate_kernel")) continue;
+      const bool cold = state.value("state", std::string()) == "cold";
+      const double t = bench::median(samples(state, "candidate_kernel", where));
+      if (!(t > 0)) {
+        if (first_failure.empty()) first_failure = where + ": a non-positive kernel time";
+        continue;
+      }
+      const double eff = roofline::effective_tbps(bytes.unique(), t);
+      const auto p = roofline::check_plausible(roofline::must_reach_dram_bytes(bytes, l2, cold), t,
+                                               ceiling_tbps, margin);
+      if (!p.plausible && first_failure.empty()) {
+        first_failure = fmt::format(
+            "{} {}: {:.4f} ms implies {:.2f} TB/s of DRAM traffic, above the copy ceiling {:.2f} "
+            "TB/s (+{:.0f}%): a measurement or candidate defect, not a record",
+            where, cold ? "cold" : "warm", t, p.implied_tbps, ceiling_tbps, margin * 100);
+      }
+      const double fraction = eff / ceiling_tbps;
+      if (cold) cold_fraction = fraction;
+      any_fraction = fraction;
+      states.push_back(
+          {{"state", cold ? "cold" : "warm"},
+           {"median_ms", t},
+           {"effective_tbps", eff},
+           {"effective_tbps_with_rereads", roofline::effective_tbps(bytes.with_rereads(), t)},
+           {"fraction_of_ceiling", fraction},
+           {"plausibility", p.to_json()}});
+    }
+    if (cold_fraction >= 0 || any_fraction >= 0) {
+      by_class[cls].push_back(cold_fraction >= 0 ? cold_fraction : any_fraction);
+    }
+    json s{{"rows", rows},
+           {"h", h},
+           {"dtype", dtype_name(dtype)},
+           {"shape_class", cls},
+           {"logical_bytes", bytes.to_json()},
+           {"states", states}};
+    if (shape.contains("ncu")) s["measured_dram"] = shape["ncu"];
+    shapes_out.push_back(std::move(s));
+  }
+  json classes = json::object();
+  for (auto& [cls, fractions] : by_class) {
+    classes[cls] = {{"fraction_of_ceiling_median", bench::median(fractions)},
+                    {"shapes", fractions.size()}};
+  }
+  g.evidence = {{"copy_ceiling_tbps", ceiling_tbps},
+                {"copy_ceiling", ceiling},
+                {"l2_bytes", l2},
+                {"margin", margin},
+                {"bytes_formula", "unique = x read + weight read once + y write = (2*rows*h + h) * "
+                                  "elem; with_rereads adds (rows-1)*h*elem weight re-reads"},
+                {"shapes", shapes_out},
+                {"by_class", classes}};
+  if (!first_failure.empty()) {
+    g.status = GateStatus::kFail;
+    g.reason = first_failure;
+  } else if (by_class.empty()) {
+    g.status = GateStatus::kNotRun;
+    g.reason = "no candidate kernel time to compare with the copy ceiling";
+  } else {
+    g.status = GateStatus::kPass;
+  }
+  return g;
+}
+
+std::vector<GateResult> not_run(const std::string& reason) {
+  GateResult b{std::string(kGateBenchmark), GateStatus::kNotRun, reason, json::object()};
+  GateResult r{std::string(kGateRoofline), GateStatus::kNotRun, reason, json::object()};
+  return {b, r};
+}
+
+} // namespace kloop::evaluator::perf

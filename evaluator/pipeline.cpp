@@ -1,0 +1,114 @@
+#include "evaluator/pipeline.h"
+
+#include "evaluator/static_inspection.h"
+#include "store/hash.h"
+
+namespace kloop::evaluator {
+namespace {
+
+constexpr std::string_view kDeviceGates[] = {kGateCorrectness, kGateSanitizer, kGateBenchmark,
+                                             kGateRoofline};
+
+GateResult not_run(std::string_view name, const std::string& reason) {
+  return {std::string(name), GateStatus::kNotRun, reason, nlohmann::json::object()};
+}
+
+void skip_rest(std::vector<GateResult>& gates, std::initializer_list<std::string_view> names,
+               const std::string& reason) {
+  for (auto n : names)
+    gates.push_back(not_run(n, reason));
+  for (auto n : kDeviceGates)
+    gates.push_back(not_run(n, reason));
+}
+
+std::string cuda_root_of(const BuildOptions& o) {
+  if (!o.cuda_root.empty()) return o.cuda_root;
+  if (const char* env = std::getenv("KLOOP_CUDA_ROOT"); env && *env) return env;
+  return "/usr/local/cuda";
+}
+
+} // namespace
+
+std::vector<GateResult> NoDeviceGates::run(const BuiltCandidate&) {
+  std::vector<GateResult> out;
+  for (auto n : kDeviceGates)
+    out.push_back(not_run(n, reason_));
+  return out;
+}
+
+Evaluation evaluate_candidate(const Candidate& candidate, const EvaluateOptions& options,
+                              DeviceGates& device) {
+  Evaluation ev;
+  auto& gates = ev.report.gates;
+  ev.report.artifacts["kernel.cu"] = store::sha256_hex(candidate.source);
+  ev.report.artifacts["manifest.json"] = store::sha256_hex(candidate.manifest_text);
+
+  // Contract.
+  auto problems = check_candidate_bytes(candidate);
+  if (problems.empty()) {
+    auto parsed = rmsnorm::parse_manifest(candidate.manifest_text, candidate.source);
+    if (parsed.manifest) ev.manifest = std::move(parsed.manifest);
+    problems = std::move(parsed.errors);
+  }
+  if (!problems.empty()) {
+    nlohmann::json errors = nlohmann::json::array();
+    for (const auto& e : problems)
+      errors.push_back({{"field", e.field}, {"message", e.message}});
+    gates.push_back({std::string(kGateContract),
+                     GateStatus::kFail,
+                     problems.front().message,
+                     {{"errors", errors}}});
+    skip_rest(gates, {kGateBuild, kGateStatic}, "contract gate failed");
+    ev.report.verdict = decide_verdict(gates);
+    return ev;
+  }
+  gates.push_back({std::string(kGateContract),
+                   GateStatus::kPass,
+                   "",
+                   {{"dispatch_predicate", rmsnorm::dispatch_predicate_text(*ev.manifest)},
+                    {"target", ev.manifest->target}}});
+
+  // Build.
+  try {
+    ev.build = build_candidate(candidate.source, *ev.manifest, options.build);
+  } catch (const InfraError& e) {
+    gates.push_back(
+        {std::string(kGateBuild), GateStatus::kInfraError, e.what(), nlohmann::json::object()});
+    skip_rest(gates, {kGateStatic}, "build could not run");
+    ev.report.verdict = decide_verdict(gates);
+    return ev;
+  }
+  const BuildResult& b = *ev.build;
+  ev.tool_calls.insert(ev.tool_calls.end(), b.tool_calls.begin(), b.tool_calls.end());
+  gates.push_back(b.gate);
+  if (b.gate.status != GateStatus::kPass) {
+    skip_rest(gates, {kGateStatic}, "build gate did not pass");
+    ev.report.verdict = decide_verdict(gates);
+    return ev;
+  }
+  ev.report.artifacts["kernel.ptx"] = store::sha256_hex(b.ptx);
+  ev.report.artifacts["kernel.cubin"] = store::sha256_hex(b.cubin);
+
+  // Static inspection.
+  GateResult st = static_gate(b.log, b.ptx, b.cubin, *ev.manifest, cuda_root_of(options.build));
+  gates.push_back(st);
+  if (st.status != GateStatus::kPass) {
+    skip_rest(gates, {}, "static gate did not pass");
+    ev.report.verdict = decide_verdict(gates);
+    return ev;
+  }
+
+  // Device gates.
+  try {
+    auto dev = device.run(BuiltCandidate{candidate, *ev.manifest, b.cubin, b.ptx});
+    gates.insert(gates.end(), dev.begin(), dev.end());
+  } catch (const InfraError& e) {
+    for (auto n : kDeviceGates)
+      gates.push_back(
+          {std::string(n), GateStatus::kInfraError, e.what(), nlohmann::json::object()});
+  }
+  ev.report.verdict = decide_verdict(gates);
+  return ev;
+}
+
+} // namespace kloop::evaluator

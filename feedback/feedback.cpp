@@ -1,0 +1,112 @@
+#include "feedback/feedback.h"
+
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "feedback/sections.h"
+
+namespace kloop::feedback {
+
+std::string FeedbackPayload::render() const {
+  std::string out;
+  for (const auto& s : sections) {
+    if (!out.empty()) out += "\n";
+    out += fmt::format("## {}\n{}", s.name, s.text);
+    if (!s.text.empty() && s.text.back() != '\n') out += "\n";
+  }
+  return out;
+}
+
+nlohmann::json FeedbackPayload::to_json() const {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& s : sections)
+    list.push_back({{"name", s.name}, {"text", s.text}, {"truncated", s.truncated}});
+  return {{"verdict", verdict}, {"sections", list}};
+}
+
+std::string fit_to_budget(std::string_view text, std::size_t budget, bool* truncated) {
+  if (truncated) *truncated = false;
+  if (text.size() <= budget) return std::string(text);
+  if (truncated) *truncated = true;
+  // The marker's length depends on the count; 40 bytes always suffice.
+  const std::size_t room = budget > 40 ? budget - 40 : 0;
+  std::size_t cut = room;
+  if (const auto nl = text.rfind('\n', room); nl != std::string_view::npos && nl > room / 2)
+    cut = nl + 1;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
+    --cut; // UTF-8
+  std::string out(text.substr(0, cut));
+  const std::string marker = fmt::format("[... {} bytes cut]\n", text.size() - cut);
+  if (out.size() + marker.size() <= budget) out += marker;
+  return out;
+}
+
+std::string redact_host_paths(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  std::size_t i = 0;
+  auto token_char = [](char c) {
+    return !(c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '"' || c == '\'' || c == '(' ||
+             c == ')' || c == ',' || c == ';' || c == '<' || c == '>');
+  };
+  while (i < text.size()) {
+    const bool starts = text[i] == '/' &&
+                        (i == 0 || !token_char(text[i - 1]) || text[i - 1] == '=') &&
+                        i + 1 < text.size() &&
+                        (std::isalnum(static_cast<unsigned char>(text[i + 1])) ||
+                         text[i + 1] == '_' || text[i + 1] == '.');
+    if (!starts) {
+      out.push_back(text[i++]);
+      continue;
+    }
+    std::size_t j = i;
+    while (j < text.size() && token_char(text[j]) && text[j] != ':')
+      ++j;
+    std::string_view path = text.substr(i, j - i);
+    int segments = 0;
+    for (std::size_t k = 0; k < path.size(); ++k)
+      if (path[k] != '/' && (k == 0 || path[k - 1] == '/')) ++segments;
+    if (segments < 2) {
+      out.append(path);
+    } else {
+      out += "<path>";
+      if (path.size() >= 10 && path.substr(path.size() - 10) == "/kernel.cu") out += "/kernel.cu";
+    }
+    i = j;
+  }
+  return out;
+}
+
+FeedbackPayload build_feedback(const evaluator::PublicReport& report,
+                               const FeedbackOptions& options) {
+  using namespace detail;
+  const FeedbackBudgets& b = options.budgets;
+  FeedbackPayload p;
+  p.verdict = std::string(evaluator::verdict_name(report.verdict));
+  auto add = [&](std::string name, const std::string& text, std::size_t budget) {
+    if (text.empty()) return;
+    FeedbackSection s;
+    s.name = std::move(name);
+    s.text = fit_to_budget(redact_host_paths(text), budget, &s.truncated);
+    p.sections.push_back(std::move(s));
+  };
+  add("summary", summary_section(report), b.summary);
+  if (const auto* g = report.find(evaluator::kGateBuild)) add("build", build_section(*g), b.build);
+  if (const auto* g = report.find(evaluator::kGateStatic))
+    add("static", static_section(*g), b.static_inspection);
+  if (const auto* g = report.find(evaluator::kGateCorrectness))
+    add("correctness", correctness_section(*g), b.correctness);
+  if (const auto* g = report.find(evaluator::kGateSanitizer))
+    add("sanitizer", sanitizer_section(*g, options.kernel_source), b.sanitizer);
+  const auto* bench = report.find(evaluator::kGateBenchmark);
+  const auto* roof = report.find(evaluator::kGateRoofline);
+  if (bench || roof) add("benchmark", benchmark_section(bench, roof), b.benchmark);
+  const nlohmann::json* stalls = nullptr;
+  if (const auto* g = report.find("profile")) stalls = &g->evidence;
+  if (!stalls && bench) stalls = member(bench->evidence, "stalls");
+  if (stalls) add("profile", profile_section(*stalls, options.kernel_source), b.profile);
+  return p;
+}
+
+} // namespace kloop::feedback

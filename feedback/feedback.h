@@ -1,0 +1,92 @@
+// Public report -> feedback payload for the next prompt. The builder reads only an
+// evaluator::PublicReport (plus, optionally, the candidate's own kernel.cu to quote source lines):
+// holdout results are a different type, and the deleted template overload below makes passing any
+// other type a compile error, so holdout data cannot reach a prompt through this module.
+//
+// Sections, in order, each cut to its byte budget (a cut section ends with a marker naming how
+// many bytes were dropped): summary (verdict and every gate's status and reason), build, static,
+// correctness, sanitizer, benchmark (with roofline), profile. A section is present only when its
+// gate is in the report. The payload is a pure function of its inputs (no clock, no randomness;
+// JSON objects iterate in sorted key order), so the same report always gives the same bytes.
+//
+// Gate evidence keys read (all optional; a missing or mistyped key is skipped, never an error):
+// - build (evaluator/build.cpp): "diagnostics" (reduced NVRTC log, "kernel.cu(LINE): error: ..."),
+//   "include_problems" [{"line","message"}]. Absolute paths left in any text become "<path>".
+// - static (evaluator/static_gate.cpp): "resources" {function: {"registers","spill_store_bytes",
+//   "spill_load_bytes","stack_frame_bytes","smem_bytes"}}, "findings" [{"ptx_line","kind",
+//   "message"}], "sass" {function: {"local_loads","local_stores"}}.
+// - correctness (evaluator/correctness.h SuiteResult::to_json): "passed", "failed", "cases"
+//   [{"pass","reason","case_spec":{"family","dtype","outer","h","layout","values","weight","eps"},
+//   "comparison":{"max_abs_err","max_rel_err","nonfinite_mismatches","tolerance_violations",
+//   "worst_row_ratio"}}], else "first_failure" (same case layout). Case seeds are never shown.
+// - sanitizer (evaluator/sanitizer.cpp): "tool_version", "tools" [{"tool","outcome","reason",
+//   "hazard_count","hazards":[{"kind","message","function","file","line","line2"}]}],
+//   "poison" {"status","reason"}.
+// - benchmark (evaluator/perf_gates.cpp): "summary" {"faster","slower","indistinguishable",
+//   "geomean_speedup_vs_baseline"}, "shapes" [{"rows","h","dtype","states":[{"state",
+//   "candidate_kernel_median_ms","baseline_kernel_median_ms","decision"}]}].
+// - roofline: "copy_ceiling_tbps", "by_class" {class: {"fraction_of_ceiling_median"}}.
+// - profile (gate "profile", else benchmark evidence "stalls"): {"histogram": {reason: samples},
+//   "top_lines": [{"line","reason","samples"}]} (CUPTI PC sampling; feedback only, not a gate).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "evaluator/gate.h"
+
+namespace kloop::feedback {
+
+// Byte budget of each section (the section text, marker included, never exceeds it).
+struct FeedbackBudgets {
+  std::size_t summary = 2048;
+  std::size_t build = 4096;
+  std::size_t static_inspection = 2048;
+  std::size_t correctness = 4096;
+  std::size_t sanitizer = 4096;
+  std::size_t benchmark = 3072;
+  std::size_t profile = 2048;
+};
+
+struct FeedbackOptions {
+  FeedbackBudgets budgets;
+  // The candidate's kernel.cu, to quote the source lines that sanitizer findings and stall
+  // samples point at ("" = quote nothing). It is the model's own code, never evaluator data.
+  std::string kernel_source;
+};
+
+struct FeedbackSection {
+  std::string name; // "summary", "build", "static", "correctness", "sanitizer", "benchmark",
+                    // "profile"
+  std::string text; // at most the section's budget in bytes
+  bool truncated = false;
+};
+
+struct FeedbackPayload {
+  std::string verdict; // verdict_name of the report
+  std::vector<FeedbackSection> sections;
+  // Sections as "## name\ntext" blocks separated by blank lines (what the prompt embeds).
+  std::string render() const;
+  nlohmann::json to_json() const; // {"verdict", "sections":[{"name","text","truncated"}]}
+};
+
+// Builds the payload from a public report (see the file comment).
+FeedbackPayload build_feedback(const evaluator::PublicReport& report,
+                               const FeedbackOptions& options = {});
+
+// Anything that is not a PublicReport (a holdout result above all) does not compile.
+template <class T> FeedbackPayload build_feedback(const T&, const FeedbackOptions& = {}) = delete;
+
+// `text` cut to at most `budget` bytes at a line (else UTF-8) boundary, with a marker
+// "[... N bytes cut]" appended inside the budget. Returns text unchanged when it fits.
+std::string fit_to_budget(std::string_view text, std::size_t budget, bool* truncated = nullptr);
+
+// Replaces absolute host paths (a '/' starting a token, with at least two components) by "<path>",
+// keeping a trailing "kernel.cu" name when the path ends in it.
+std::string redact_host_paths(std::string_view text);
+
+} // namespace kloop::feedback

@@ -1,0 +1,94 @@
+// Sealed holdout suites (seed: "Freeze source, dispatch, reference, and policy before the final
+// holdout"). At session start kloop draws a secret seed, derives a suite whose families differ from
+// the public ones, and records a commitment (SHA-256 of the canonical suite plus the seed) before
+// the first prompt. The sealed file lives outside every sandbox with owner-only permissions; the
+// suite is unsealed once for the frozen candidate and retired in the same step; the seed is
+// revealed only after that run. HoldoutResult is its own type: feedback/ accepts only
+// evaluator::PublicReport, so no holdout value can reach a prompt.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "evaluator/gate.h"
+#include "kernels/rmsnorm/cases.h"
+
+namespace kloop::holdout {
+
+// Version of the generation rules below; part of the commitment and of the store record.
+inline constexpr std::string_view kSuiteVersion = "weighted_rmsnorm-holdout/1";
+
+// A 64-bit secret from the OS CSPRNG (libsodium randombytes_buf).
+std::uint64_t draw_secret_seed();
+
+// The holdout suite for `seed`: random widths in [1, 20000] (a third of them primes), random outer
+// shapes up to four dimensions in total, random gaps and storage offsets, heavy-tailed rows with
+// outlier channels, per-row scales from 1e-30 to 1e19, NaN and Inf at random positions, random eps;
+// all three dtypes. About `cases` cases whose elements total at most `max_elements` (so the CPU
+// reference answers in seconds). Deterministic for a seed.
+struct SuiteOptions {
+  int cases = 48;
+  std::int64_t max_elements = 24'000'000;
+};
+std::vector<rmsnorm::CaseSpec> generate_suite(std::uint64_t seed, const SuiteOptions& options = {});
+
+// Canonical text of a suite: one compact JSON array (object keys sorted) of CaseSpec::to_json().
+std::string canonical_suite_text(const std::vector<rmsnorm::CaseSpec>& suite);
+// SHA-256 hex over canonical_suite_text + "\n" + kSuiteVersion + "\nseed=" + decimal seed.
+std::string commitment_for(const std::vector<rmsnorm::CaseSpec>& suite, std::uint64_t seed);
+// Recomputes the suite from a revealed seed and checks it against a stored commitment.
+bool verify_commitment(const std::string& commitment, std::uint64_t revealed_seed,
+                       const SuiteOptions& options = {});
+
+// Raised when a retired or tampered sealed suite is used again.
+class HoldoutError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The sealed suite on disk: DIR/<label>.sealed (mode 0600, DIR 0700) holds the seed and options;
+// after its one use it is renamed to <label>.retired. Never place DIR inside a sandbox's view.
+class SealedSuite {
+ public:
+  // Draws nothing: seals `seed` under `dir`. Throws HoldoutError if the label exists already.
+  static SealedSuite create(const std::filesystem::path& dir, const std::string& label,
+                            std::uint64_t seed, const SuiteOptions& options = {});
+  // Opens an existing sealed or retired suite. Throws HoldoutError naming the path when absent.
+  static SealedSuite open(const std::filesystem::path& dir, const std::string& label);
+
+  const std::string& commitment() const { return commitment_; }
+  bool retired() const;
+  // The suite for its single run. Retires the file first (rename), so a crash mid-run still
+  // counts as a use. Throws HoldoutError when already retired or when the file no longer matches
+  // its commitment.
+  std::vector<rmsnorm::CaseSpec> unseal_for_run();
+  // The seed, only once retired (throws HoldoutError before).
+  std::uint64_t reveal_seed() const;
+
+ private:
+  SealedSuite(std::filesystem::path dir, std::string label, std::string commitment)
+      : dir_(std::move(dir)), label_(std::move(label)), commitment_(std::move(commitment)) {}
+  std::filesystem::path sealed_path() const;
+  std::filesystem::path retired_path() const;
+  std::filesystem::path dir_;
+  std::string label_;
+  std::string commitment_;
+};
+
+// The outcome of the one holdout run. Deliberately not a PublicReport.
+struct HoldoutResult {
+  evaluator::GateStatus status = evaluator::GateStatus::kNotRun;
+  std::string reason;       // not_run / fail reason (case names only, never values)
+  std::string commitment;   // the commitment this run answered
+  std::int64_t passed = 0, failed = 0;
+  std::uint64_t revealed_seed = 0;
+  nlohmann::json detail = nlohmann::json::object();  // suite result JSON (store only)
+  nlohmann::json to_json() const;
+};
+
+}  // namespace kloop::holdout

@@ -1,0 +1,165 @@
+// The weighted_rmsnorm/1 contract document, its tolerance constants and its canonical hash.
+#include "kernels/rmsnorm/contract.h"
+
+#include <array>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <sodium.h>
+
+#include "kernels/rmsnorm/reference.h"
+
+namespace kloop::rmsnorm {
+
+nlohmann::json Tolerance::to_json() const {
+  return {{"atol", atol}, {"rtol", rtol}, {"row_rtol", row_rtol}, {"row_floor", row_floor}};
+}
+
+// Why these values (fixed before any candidate runs; part of the contract hash):
+// - float32: an honest kernel differs from the reference by reduction order and by the rounding
+//   of rsqrt (CUDA rsqrtf: 2 ulp) and of the products. The order matters most on constant rows,
+//   where rounding errors of a sequential sum all point the same way: a lane summing 2048 terms
+//   (a warp per row at H = 65536) can be off by ~2048 * 2^-24 / 2 ~ 6e-5 relative in the sum,
+//   ~3e-5 in the scale; a fully sequential 8192-term sum was measured at 2.3e-5 in the output
+//   (tests/kernels/correctness_test.cpp). rtol 1e-4 covers these; it still exposes a misplaced or
+//   ignored eps (CASES.md P12 changes the output by ~30%) and any wrong formula. atol 1e-6 is
+//   the seed's value. row_floor 1e-30 sits far below any output a finite case produces, so an
+//   all-zero expected row needs exact zeros and the tiny row [1e-8, -1e-8] (expected norm
+//   1.4e-8) is judged relatively: zeros give ratio 1 > row_rtol.
+// - float16: one final rounding of an fp32 value; two fp32 values a few ulps apart can round to
+//   neighbouring halves, so 1 half ulp (2^-10 ~ 9.8e-4 relative) must pass: rtol 2e-3 (2 ulps).
+//   Subnormal halves have absolute spacing 2^-24 ~ 6e-8, covered by atol 1e-5 element-wise; for
+//   rows the floor 1e-2 keeps sqrt(65536) * 6e-8 = 1.5e-5 <= row_rtol * floor = 2e-5.
+// - bfloat16: same argument with 8 significant bits: 1 ulp is 2^-7 ~ 7.8e-3 relative at the
+//   bottom of a binade, rtol 1.6e-2 (2 ulps). bfloat16 has float32's exponent range, so subnormal
+//   spacing is negligible and the floor is 1e-30 as for float32.
+Tolerance tolerance_for(DType dtype) {
+  switch (dtype) {
+  case DType::kFloat32:
+    return {.atol = 1e-6, .rtol = 1e-4, .row_rtol = 1e-4, .row_floor = 1e-30};
+  case DType::kFloat16:
+    return {.atol = 1e-5, .rtol = 2e-3, .row_rtol = 2e-3, .row_floor = 1e-2};
+  case DType::kBFloat16:
+    return {.atol = 1e-5, .rtol = 1.6e-2, .row_rtol = 1.6e-2, .row_floor = 1e-30};
+  }
+  throw std::invalid_argument("tolerance_for: unknown dtype");
+}
+
+nlohmann::json BenchShape::to_json() const {
+  return {{"rows", rows}, {"h", h}, {"dtype", dtype_name(dtype)}};
+}
+
+std::vector<BenchShape> benchmark_shapes() {
+  static constexpr std::array<std::array<std::int64_t, 2>, 13> kShapes{{{8, 4096},
+                                                                        {64, 4096},
+                                                                        {512, 4096},
+                                                                        {4096, 4096},
+                                                                        {16384, 4096},
+                                                                        {32768, 4096},
+                                                                        {65536, 4096},
+                                                                        {32768, 1009},
+                                                                        {4096, 4099},
+                                                                        {65536, 128},
+                                                                        {4096, 8192},
+                                                                        {2048, 16384},
+                                                                        {1024, 65536}}};
+  std::vector<BenchShape> out;
+  for (DType d : kAllDTypes) {
+    for (const auto& s : kShapes)
+      out.push_back({s[0], s[1], d});
+  }
+  return out;
+}
+
+std::string contract_id() {
+  return fmt::format("{}/{}", kOperatorName, kContractVersion);
+}
+
+namespace {
+
+nlohmann::json build_contract() {
+  using nlohmann::json;
+  json errors = json::array();
+  for (int c = 1; c <= 12; ++c) {
+    errors.push_back(error_code_name(static_cast<ErrorCode>(c)));
+  }
+  json tolerances = json::object();
+  for (DType d : kAllDTypes)
+    tolerances[std::string(dtype_name(d))] = tolerance_for(d).to_json();
+  json bench = json::array();
+  for (const auto& s : benchmark_shapes())
+    bench.push_back(s.to_json());
+  return json{
+      {"operator", kOperatorName},
+      {"version", kContractVersion},
+      {"id", contract_id()},
+      {"signature", "weighted_rmsnorm(x: Tensor[..., H], weight: Tensor[H], eps: float) -> "
+                    "Tensor[..., H]"},
+      {"dtypes", {"float16", "bfloat16", "float32"}},
+      {"inputs",
+       {{"x", "strided tensor [..., H], H >= 1, any strides; outer dims may be empty"},
+        {"weight", "strided tensor [H], same dtype and device as x"},
+        {"eps",
+         "Python float or int; finite and > 0, and finite and > 0 once rounded to float32"}}},
+      {"formula",
+       {"xf = float32(x); wf = float32(weight)", "sq = xf * xf (float32)",
+        "ms = mean(sq, dim=-1) (float32 sum over H, divided by H)", "eps32 = float32(eps)",
+        "scale = rsqrt(ms + eps32) (float32)", "t = xf * scale (float32)",
+        "u = t * wf (float32; the order (xf * scale) * wf is the seed's)",
+        "y = cast(u, x.dtype), round to nearest even, once"}},
+      {"output", "fresh tensor of x's shape and dtype; never mutates or aliases x or weight"},
+      {"non_finite", "IEEE float32 semantics: NaN/Inf in a row propagate as the formula says; "
+                     "a sum of squares that overflows gives scale 0"},
+      {"errors", errors},
+      {"tolerance",
+       {{"rule", "finite expected: |a-e| <= atol + rtol*|e|; NaN positions equal; signed Inf "
+                 "equal; finite expected needs finite actual; per row: ||a-e||_2 <= row_rtol * "
+                 "max(||e||_2, row_floor) over finite-expected entries"},
+        {"per_dtype", tolerances}}},
+      {"kernel_signature",
+       "extern \"C\" __global__ void ENTRY(const T* x, const T* weight, T* y, long long rows, "
+       "int H, long long x_row_stride, long long y_row_stride, float eps)"},
+      {"manifest_schema",
+       {{"contract", contract_id()},
+        {"entry_points", "object: dtype name -> extern \"C\" symbol, at least one"},
+        {"launch",
+         {{"block_threads", "int, multiple of 32, 32..1024"},
+          {"rows_per_block", "int >= 1"},
+          {"grid", "per_rows | persistent"},
+          {"dynamic_smem", {{"fixed_bytes", "int >= 0"}, {"bytes_per_h", "int >= 0"}}}}},
+        {"dispatch",
+         {{"h_min", "int >= 1"},
+          {"h_max", "int >= h_min"},
+          {"h_multiple_of", "int >= 1"},
+          {"x_rows", "any_stride | contiguous"},
+          {"alignment_bytes", "power of two 1..16"}}},
+        {"target", "sm_90 | sm_90a"},
+        {"known_limits", "string"}}},
+      {"benchmark_shapes", bench},
+  };
+}
+
+} // namespace
+
+const nlohmann::json& contract_json() {
+  static const nlohmann::json contract = build_contract();
+  return contract;
+}
+
+std::string contract_canonical_text() {
+  return contract_json().dump();
+}
+
+std::string contract_sha256() {
+  if (sodium_init() < 0)
+    throw std::runtime_error("contract_sha256: libsodium failed to initialise");
+  const std::string text = contract_canonical_text();
+  unsigned char digest[crypto_hash_sha256_BYTES];
+  crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(text.data()), text.size());
+  std::string hex;
+  for (unsigned char b : digest)
+    hex += fmt::format("{:02x}", b);
+  return hex;
+}
+
+} // namespace kloop::rmsnorm

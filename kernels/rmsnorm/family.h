@@ -1,0 +1,97 @@
+// The offline generator's kernel family for weighted_rmsnorm/1: a parameterised code generator
+// that emits CUDA source text (kernel.cu, three extern "C" entries: float32, float16, bfloat16) and
+// a manifest.json whose dispatch predicate admits exactly the calls the variant handles. Every
+// variant accumulates in fp32, rounds with __float2half_rn/__float2bfloat16_rn, handles any row
+// count (64-bit row offsets, grid-stride row loop) and any row stride, and keeps register use
+// bounded at compile time (cached vectors + streaming remainder). docs/OFFLINE.md describes the
+// parameters and the design space; family_policy.h picks variants from public reports.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kloop::rmsnorm {
+
+// How a row's partial sums of squares are combined across the threads of that row.
+enum class Reduction {
+  kShuffle,    // warp xor-shuffles; rows wider than a warp add per-warp partials in shared memory
+  kSharedTree, // every thread writes its partial to shared memory; barrier-separated tree
+};
+
+// Which grid the wrapper launches (manifest launch.grid).
+enum class FamilyGrid {
+  kPerRows,    // ceil(rows / rows_per_block) blocks
+  kPersistent, // occupancy-limited grid; the kernel loops over rows (grid stride)
+};
+
+// All parameters of one family member. validate() states the constraints.
+struct Variant {
+  // Bytes per vector access of x/y in the row body: 0 = scalar element accesses, 8 or 16.
+  int vec_bytes = 16;
+  // Threads cooperating on one row: a power of two in [4, block_threads]; 0 = chosen at run time
+  // per call from H (smallest power of two giving <= cached_vecs vectors per thread, at least 4,
+  // at most block_threads); run-time choice needs the persistent grid.
+  int threads_per_row = 32;
+  // Threads per block: multiple of 32 in [32, 1024]. With a fixed threads_per_row,
+  // rows_per_block = block_threads / threads_per_row.
+  int block_threads = 256;
+  // Vectors per thread kept in registers between the sum-of-squares pass and the output pass
+  // (bounded at compile time: cached_vecs * vec_bytes / 4 registers). Vectors beyond the cached
+  // part are streamed: read once for the sum and re-read (L2) for the output. 0 = two passes.
+  int cached_vecs = 4;
+  Reduction reduction = Reduction::kShuffle;
+  FamilyGrid grid = FamilyGrid::kPerRows;
+  // Per-row alignment peel: a scalar head up to the next vec_bytes boundary of the x row, a vector
+  // body, a scalar tail. Lets rows at any element offset (odd widths, sliced views) use vector
+  // loads; the manifest then needs only element alignment (alignment_bytes 2). Without the peel
+  // the manifest requires alignment_bytes = vec_bytes. Ignored for vec_bytes 0.
+  bool peel = true;
+  // Stage the weight in shared memory as vec_bytes/elem copies, copy p shifted by p elements, so
+  // a peeled row at any phase reads its weight with aligned 16-byte shared loads (needs peel and
+  // vec_bytes > 0; costs vec_bytes * H bytes of dynamic shared memory, which bounds h_max).
+  bool stage_weight = false;
+
+  int rows_per_block() const; // block_threads / threads_per_row, or 1 when chosen at run time
+  bool operator==(const Variant&) const = default;
+};
+
+// Why the variant is not a valid family member (first violated constraint, naming the field and
+// the allowed values), or nullopt when it is valid.
+std::optional<std::string> validate(const Variant& variant);
+
+// Canonical name, e.g. "v16-t32-b256-c4-shfl-rows-peel" or "v16-tauto-b512-c4-shfl-pers-peel-ws".
+// variant_by_name(variant_name(v)) == v for every valid v.
+std::string variant_name(const Variant& variant);
+
+// Parses a canonical name (any valid member, not only the curated ones); nullopt when the text is
+// not a canonical name or the variant it names is invalid.
+std::optional<Variant> variant_by_name(std::string_view name);
+
+// The curated set, safest first: the variants the GPU worker sweeps and the policy moves between.
+// all_variants()[0] is the safe general default (scalar, two-pass, shared-memory tree).
+const std::vector<Variant>& all_variants();
+
+// One generated candidate: the two files plus a name and a one-paragraph rationale.
+struct GeneratedCandidate {
+  std::string kernel_cu;     // device source; entries rms_f32, rms_f16, rms_bf16
+  std::string manifest_json; // contract weighted_rmsnorm/1 manifest, pretty-printed
+  std::string name;          // variant_name(variant)
+  std::string rationale;     // why this variant, for the prompt/response record
+};
+
+// Emits the candidate for a valid variant. Deterministic: the same variant gives the same bytes.
+// Throws std::invalid_argument (message from validate()) for an invalid variant.
+GeneratedCandidate generate(const Variant& variant, std::string_view rationale = {});
+
+// The kernel.cu text alone (used by generate()).
+std::string emit_kernel_source(const Variant& variant);
+// The manifest.json text alone (used by generate()).
+std::string emit_manifest(const Variant& variant);
+
+// Largest H the variant admits: 65536, or less where staged weight copies must fit the 227 KiB
+// shared memory of an sm_90 block (kMaxDynamicSmemBytes in manifest.h, minus static smem).
+int variant_h_max(const Variant& variant);
+
+} // namespace kloop::rmsnorm

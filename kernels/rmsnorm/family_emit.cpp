@@ -1,0 +1,362 @@
+// CUDA source emission for the offline family (family.h): a fixed prelude of element helpers for
+// the chosen vector width, then the row kernel assembled from sections selected by the variant
+// (threads-per-row rule, weight staging, register cache, reduction, barriers), then the three
+// extern "C" entries.
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "kernels/rmsnorm/family.h"
+
+namespace kloop::rmsnorm {
+namespace {
+
+std::string emit_raw_and_access(int vb) {
+  std::string s;
+  if (vb == 16) {
+    s += R"(struct alignas(16) Raw {
+  unsigned w[4];
+};
+template <typename T> __device__ __forceinline__ Raw load_ro(const T* p) {
+  const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+  return Raw{{u.x, u.y, u.z, u.w}};
+}
+template <typename T> __device__ __forceinline__ void store_y(T* p, const Raw& r) {
+  __stcs(reinterpret_cast<uint4*>(p), make_uint4(r.w[0], r.w[1], r.w[2], r.w[3]));
+}
+)";
+  } else if (vb == 8) {
+    s += R"(struct alignas(8) Raw {
+  unsigned w[2];
+};
+template <typename T> __device__ __forceinline__ Raw load_ro(const T* p) {
+  const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
+  return Raw{{u.x, u.y}};
+}
+template <typename T> __device__ __forceinline__ void store_y(T* p, const Raw& r) {
+  __stcs(reinterpret_cast<uint2*>(p), make_uint2(r.w[0], r.w[1]));
+}
+)";
+  } else {
+    s += R"(struct Raw {
+  unsigned w[1];
+};
+template <typename T> __device__ __forceinline__ Raw load_ro(const T* p) {
+  return Raw{{bits_of<T>(__ldg(p))}};
+}
+template <typename T> __device__ __forceinline__ void store_y(T* p, const Raw& r) {
+  *p = make_t<T>(r.w[0]);
+}
+)";
+  }
+  return s;
+}
+
+// Element helpers shared by every variant: bit views of the three dtypes, fp32 conversion, and
+// round-to-nearest-even narrowing (__float2half_rn / __float2bfloat16_rn).
+constexpr const char* kElementHelpers =
+    R"(template <typename T> __device__ __forceinline__ unsigned bits_of(T v);
+template <> __device__ __forceinline__ unsigned bits_of<float>(float v) { return __float_as_uint(v); }
+template <> __device__ __forceinline__ unsigned bits_of<__half>(__half v) {
+  return __half_as_ushort(v);
+}
+template <> __device__ __forceinline__ unsigned bits_of<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat16_as_ushort(v);
+}
+template <typename T> __device__ __forceinline__ float from_bits(unsigned b);
+template <> __device__ __forceinline__ float from_bits<float>(unsigned b) { return __uint_as_float(b); }
+template <> __device__ __forceinline__ float from_bits<__half>(unsigned b) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(b)));
+}
+template <> __device__ __forceinline__ float from_bits<__nv_bfloat16>(unsigned b) {
+  return __uint_as_float(b << 16);
+}
+template <typename T> __device__ __forceinline__ unsigned to_bits(float v);
+template <> __device__ __forceinline__ unsigned to_bits<float>(float v) { return __float_as_uint(v); }
+template <> __device__ __forceinline__ unsigned to_bits<__half>(float v) {
+  return __half_as_ushort(__float2half_rn(v));
+}
+template <> __device__ __forceinline__ unsigned to_bits<__nv_bfloat16>(float v) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+template <typename T> __device__ __forceinline__ T make_t(unsigned b);
+template <> __device__ __forceinline__ float make_t<float>(unsigned b) { return __uint_as_float(b); }
+template <> __device__ __forceinline__ __half make_t<__half>(unsigned b) {
+  return __ushort_as_half(static_cast<unsigned short>(b));
+}
+template <> __device__ __forceinline__ __nv_bfloat16 make_t<__nv_bfloat16>(unsigned b) {
+  return __ushort_as_bfloat16(static_cast<unsigned short>(b));
+}
+)";
+
+// Vector helpers over Raw: element e of a vector of kElems<T>() elements.
+constexpr const char* kVectorHelpers =
+    R"(template <typename T> __device__ __forceinline__ constexpr int elems() {
+  return kVecBytes ? kVecBytes / static_cast<int>(sizeof(T)) : 1;
+}
+template <typename T> __device__ __forceinline__ float elem(const Raw& r, int e) {
+  constexpr int kPer = 4 / static_cast<int>(sizeof(T));
+  const unsigned w = r.w[e / kPer];
+  return from_bits<T>(kPer == 1 ? w : ((w >> (16 * (e % kPer))) & 0xffffu));
+}
+template <typename T> __device__ __forceinline__ float sumsq(const Raw& r, float acc) {
+#pragma unroll
+  for (int e = 0; e < elems<T>(); ++e) {
+    const float v = elem<T>(r, e);
+    acc = fmaf(v, v, acc);
+  }
+  return acc;
+}
+// y = (x * scale) * w, each product rounded in fp32 as the reference does, then narrowed (RNE).
+template <typename T> __device__ __forceinline__ Raw normalize(const Raw& xv, const Raw& wv, float scale) {
+  constexpr int kPer = 4 / static_cast<int>(sizeof(T));
+  Raw o{};
+#pragma unroll
+  for (int e = 0; e < elems<T>(); ++e)
+    o.w[e / kPer] |= to_bits<T>((elem<T>(xv, e) * scale) * elem<T>(wv, e)) << (16 * (e % kPer));
+  return o;
+}
+// Element-wise read of a vector whose address is not vector-aligned.
+template <typename T> __device__ __forceinline__ Raw gather_ro(const T* p) {
+  constexpr int kPer = 4 / static_cast<int>(sizeof(T));
+  Raw r{};
+#pragma unroll
+  for (int e = 0; e < elems<T>(); ++e) r.w[e / kPer] |= bits_of<T>(__ldg(p + e)) << (16 * (e % kPer));
+  return r;
+}
+// Element-wise write of a vector whose address is not vector-aligned.
+template <typename T> __device__ __forceinline__ void scatter_y(T* p, const Raw& r) {
+  constexpr int kPer = 4 / static_cast<int>(sizeof(T));
+#pragma unroll
+  for (int e = 0; e < elems<T>(); ++e)
+    p[e] = make_t<T>(kPer == 1 ? r.w[e] : ((r.w[e / kPer] >> (16 * (e % kPer))) & 0xffffu));
+}
+)";
+
+std::string emit_tpr(const Variant& v) {
+  if (v.threads_per_row > 0)
+    return fmt::format("  constexpr int tpr = {};  // threads per row\n", v.threads_per_row);
+  // Run-time choice: smallest power of two that gives every thread at most kCachedVecs vectors.
+  return fmt::format(R"(  int tpr = 4;  // threads per row, chosen per call from H
+  {{
+    const int nv = (H + kV - 1) / kV;
+    while (tpr < kBlockThreads && tpr * {} < nv) tpr <<= 1;
+  }}
+)",
+                     v.cached_vecs > 0 ? v.cached_vecs : 2);
+}
+
+std::string emit_stage() {
+  return R"(  // Weight staged as kV copies; copy p holds w[p + q] at q, so a row whose peel head is p reads
+  // its body weight with aligned vector loads from copy p.
+  extern __shared__ __align__(16) unsigned char kl_smem[];
+  T* wst = reinterpret_cast<T*>(kl_smem);
+  const int wlen = (H + kV - 1) / kV * kV;
+  for (int p = 0; p < kV; ++p)
+    for (int q = tid; q < wlen; q += kBlockThreads) {
+      const int j = p + q;
+      wst[p * wlen + q] = make_t<T>(j < H ? bits_of<T>(__ldg(w + j)) : 0u);
+    }
+  __syncthreads();
+)";
+}
+
+bool may_exceed_warp(const Variant& v) {
+  return v.threads_per_row == 0 ? v.block_threads > 32 : v.threads_per_row > 32;
+}
+
+// Whether the loop body uses a shared reduction buffer (then a barrier ends every iteration).
+bool uses_shared_reduction(const Variant& v) {
+  return v.reduction == Reduction::kSharedTree || may_exceed_warp(v);
+}
+
+std::string emit_reduction(const Variant& v) {
+  if (v.reduction == Reduction::kSharedTree)
+    return R"(    kl_red[tid] = ss;
+    __syncthreads();
+    for (int s = tpr >> 1; s > 0; s >>= 1) {
+      if (t < s) kl_red[tid] += kl_red[tid + s];
+      __syncthreads();
+    }
+    const float total = kl_red[group * tpr];
+)";
+  std::string s = R"(    float total = ss;
+#pragma unroll
+    for (int o = (tpr < 32 ? tpr : 32) >> 1; o > 0; o >>= 1)
+      total += __shfl_xor_sync(0xffffffffu, total, o);
+)";
+  if (may_exceed_warp(v))
+    s += R"(    if (tpr > 32) {  // per-warp partials of this row through shared memory
+      const int wpr = tpr >> 5;
+      if ((tid & 31) == 0) kl_red[tid >> 5] = total;
+      __syncthreads();
+      total = 0.0f;
+      for (int k = 0; k < wpr; ++k) total += kl_red[group * wpr + k];
+    }
+)";
+  return s;
+}
+
+std::string emit_body(const Variant& v) {
+  const bool vec = v.vec_bytes > 0;
+  const bool peel = vec && v.peel;
+  const bool stage = v.stage_weight;
+  const int c = v.cached_vecs;
+  std::string s;
+  s += "template <typename T>\n__device__ __forceinline__ void rms_rows(const T* __restrict__ x, "
+       "const T* __restrict__ w, T* __restrict__ y,\n    long long rows, int H, long long xs, "
+       "long long ys, float eps) {\n";
+  s += "  constexpr int kV = elems<T>();  // elements per vector\n";
+  s += "  const int tid = static_cast<int>(threadIdx.x);\n";
+  s += emit_tpr(v);
+  s += "  const int rpb = kBlockThreads / tpr;  // rows per block iteration\n";
+  s += "  const int group = tid / tpr;\n  const int t = tid - group * tpr;\n";
+  if (stage) s += emit_stage();
+  if (v.reduction == Reduction::kSharedTree)
+    s += "  __shared__ float kl_red[kBlockThreads];\n";
+  else if (may_exceed_warp(v))
+    s += "  __shared__ float kl_red[kBlockThreads / 32];\n";
+  s += R"(  const long long step = static_cast<long long>(gridDim.x) * rpb;
+  for (long long base = static_cast<long long>(blockIdx.x) * rpb; base < rows; base += step) {
+    const long long row = base + group;
+    const bool active = row < rows;  // inactive groups still join the reduction with zeros
+    const T* xr = x + (active ? row : 0LL) * xs;
+    T* yr = y + (active ? row : 0LL) * ys;
+)";
+  if (peel)
+    s += R"(    // Peel: scalar head up to the next kVecBytes boundary of this x row.
+    int head = static_cast<int>(((kVecBytes - reinterpret_cast<unsigned long long>(xr) % kVecBytes) %
+                                 kVecBytes) / sizeof(T));
+    head = head < H ? head : H;
+)";
+  else
+    s += "    const int head = 0;\n";
+  s += "    const int nvec = active ? (H - head) / kV : 0;\n";
+  s += "    const int tail = head + nvec * kV;\n    float ss = 0.0f;\n";
+  if (c > 0)
+    s += fmt::format(R"(    Raw cache[{0}];  // issued back to back: {0} loads in flight per thread
+#pragma unroll
+    for (int k = 0; k < {0}; ++k) {{
+      const int i = t + k * tpr;
+      cache[k] = i < nvec ? load_ro(xr + head + i * kV) : Raw{{}};
+    }}
+#pragma unroll
+    for (int k = 0; k < {0}; ++k) ss = sumsq<T>(cache[k], ss);
+)",
+                     c);
+  s += fmt::format(
+      R"(    for (int i = t + {} * tpr; i < nvec; i += tpr) ss = sumsq<T>(load_ro(xr + head + i * kV), ss);
+    if (active) {{
+      for (int j = t; j < head; j += tpr) {{
+        const float v = from_bits<T>(bits_of<T>(__ldg(xr + j)));
+        ss = fmaf(v, v, ss);
+      }}
+      for (int j = tail + t; j < H; j += tpr) {{
+        const float v = from_bits<T>(bits_of<T>(__ldg(xr + j)));
+        ss = fmaf(v, v, ss);
+      }}
+    }}
+)",
+      c);
+  s += emit_reduction(v);
+  s += "    const float scale = rsqrtf(total / static_cast<float>(H) + eps);\n";
+  s += "    if (active) {\n";
+  if (stage)
+    s += "      const T* wb = wst + head * wlen;  // copy number head: aligned for this row\n";
+  else
+    s += "      const T* wb = w + head;\n";
+  if (peel && !stage)
+    s += "      const bool wvec = reinterpret_cast<unsigned long long>(wb) % kVecBytes == 0;\n";
+  if (peel)
+    s += "      const bool yvec = reinterpret_cast<unsigned long long>(yr + head) % kVecBytes == "
+         "0;\n";
+  std::string wload;
+  if (stage)
+    wload = "*reinterpret_cast<const Raw*>(wb + i * kV)";
+  else if (peel)
+    wload = "wvec ? load_ro(wb + i * kV) : gather_ro(wb + i * kV)";
+  else
+    wload = "load_ro(wb + i * kV)";
+  const std::string store = peel ? "        if (yvec)\n          store_y(yr + head + i * kV, o);\n"
+                                   "        else\n          scatter_y(yr + head + i * kV, o);\n"
+                                 : "        store_y(yr + head + i * kV, o);\n";
+  if (c > 0)
+    s += fmt::format(R"(#pragma unroll
+      for (int k = 0; k < {}; ++k) {{
+        const int i = t + k * tpr;
+        if (i >= nvec) break;
+        const Raw wv = {};
+        const Raw o = normalize<T>(cache[k], wv, scale);
+{}      }}
+)",
+                     c, wload, store);
+  s += fmt::format(R"(      for (int i = t + {} * tpr; i < nvec; i += tpr) {{
+        const Raw wv = {};
+        const Raw o = normalize<T>(load_ro(xr + head + i * kV), wv, scale);
+{}      }}
+      for (int j = t; j < head; j += tpr)
+        yr[j] = make_t<T>(to_bits<T>((from_bits<T>(bits_of<T>(__ldg(xr + j))) * scale) *
+                                     from_bits<T>(bits_of<T>(__ldg(w + j)))));
+      for (int j = tail + t; j < H; j += tpr)
+        yr[j] = make_t<T>(to_bits<T>((from_bits<T>(bits_of<T>(__ldg(xr + j))) * scale) *
+                                     from_bits<T>(bits_of<T>(__ldg(w + j)))));
+    }}
+)",
+                   c, wload, store);
+  if (uses_shared_reduction(v)) {
+    if (v.reduction == Reduction::kSharedTree)
+      s += "    __syncthreads();  // the reduction buffer is reused by the next row\n";
+    else
+      s +=
+          "    if (tpr > 32) __syncthreads();  // the reduction buffer is reused by the next row\n";
+  }
+  s += "  }\n}\n";
+  return s;
+}
+
+// __launch_bounds__(block_threads, min_blocks): min_blocks = resident_threads / block_threads caps
+// registers at 65536 / resident_threads per thread. 1024 resident threads (64 registers) keep
+// enough loads in flight for HBM3e and keep ptxas from the 32-register target that spilled the
+// float32 two-pass body; caches of more than 16 (24) registers get 768 (512) resident threads,
+// i.e. 85 (128) registers, so they do not spill.
+std::string emit_entry(const char* name, const char* type, const Variant& v) {
+  const int cache_regs = v.cached_vecs * std::max(1, v.vec_bytes / 4);
+  const int resident = cache_regs > 24 ? 512 : cache_regs > 16 ? 768 : 1024;
+  const int block_threads = v.block_threads;
+  return fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__({2}, {3}) {0}(const {1}* x, const {1}* "
+      "weight, "
+      "{1}* y,\n    long long rows, int H, long long x_row_stride, long long y_row_stride, "
+      "float eps) {{\n  kl::rms_rows<{1}>(x, weight, y, rows, H, x_row_stride, y_row_stride, "
+      "eps);\n}}\n",
+      name, type, block_threads, std::max(1, resident / block_threads));
+}
+
+} // namespace
+
+std::string emit_kernel_source(const Variant& v) {
+  std::string s;
+  s += fmt::format("// weighted_rmsnorm/1 candidate from the kloop offline family: {}\n",
+                   variant_name(v));
+  s += "// Semantics: ms = mean(float(x)^2) in fp32; y = round_rne((float(x) * rsqrtf(ms + eps)) "
+       "* float(w)).\n";
+  s += "#include <cuda_bf16.h>\n#include <cuda_fp16.h>\n\nnamespace kl {\n\n";
+  // Enumerators, not constexpr variables: an odr-used namespace-scope constexpr variable becomes a
+  // .global PTX symbol, which the static gate rejects as module-scope state.
+  s += fmt::format("enum : int {{ kVecBytes = {} }};  // bytes per body access (0: scalar)\n",
+                   v.vec_bytes);
+  s += fmt::format("enum : int {{ kBlockThreads = {} }};\n\n", v.block_threads);
+  s += kElementHelpers;
+  s += emit_raw_and_access(v.vec_bytes);
+  s += kVectorHelpers;
+  s += "\n";
+  s += emit_body(v);
+  s += "\n}  // namespace kl\n\n";
+  s += emit_entry("rms_f32", "float", v);
+  s += emit_entry("rms_f16", "__half", v);
+  s += emit_entry("rms_bf16", "__nv_bfloat16", v);
+  return s;
+}
+
+} // namespace kloop::rmsnorm

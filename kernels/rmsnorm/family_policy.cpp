@@ -1,0 +1,249 @@
+// The offline policy (family_policy.h): report digest and the rule list of docs/OFFLINE.md.
+#include "kernels/rmsnorm/family_policy.h"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace kloop::rmsnorm {
+namespace {
+
+using nlohmann::json;
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+std::string clean_stall(const std::string& raw) {
+  std::string s = lower(raw);
+  const std::string prefix = "smsp__pcsamp_warps_issue_stalled_";
+  if (s.rfind(prefix, 0) == 0) s = s.substr(prefix.size());
+  return s;
+}
+
+std::optional<double> number_at(const json& obj, std::initializer_list<const char*> keys) {
+  for (const char* k : keys)
+    if (auto it = obj.find(k); it != obj.end() && it->is_number()) return it->get<double>();
+  return std::nullopt;
+}
+
+// Top stall reason from a value under a key naming stalls: a string, an array of strings or of
+// {reason|name, samples|fraction|share|count} objects, or an object {reason: number}.
+std::string top_stall(const json& v) {
+  if (v.is_string()) return clean_stall(v.get<std::string>());
+  std::string best;
+  double best_n = -1.0;
+  auto consider = [&](const std::string& name, double n) {
+    if (n > best_n) best = clean_stall(name), best_n = n;
+  };
+  if (v.is_array()) {
+    for (const auto& e : v) {
+      if (e.is_string() && best.empty()) return clean_stall(e.get<std::string>());
+      if (!e.is_object()) continue;
+      std::string name;
+      for (const char* k : {"reason", "name", "stall"})
+        if (auto it = e.find(k); it != e.end() && it->is_string()) name = it->get<std::string>();
+      if (!name.empty())
+        consider(name, number_at(e, {"samples", "fraction", "share", "count"}).value_or(0.0));
+    }
+  } else if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (it->is_number()) consider(it.key(), it->get<double>());
+  }
+  return best;
+}
+
+void walk(const json& node, ReportDigest& d, int depth) {
+  if (depth > 12) return;
+  if (node.is_array()) {
+    for (const auto& e : node)
+      walk(e, d, depth + 1);
+    return;
+  }
+  if (!node.is_object()) return;
+  if (auto it = node.find("shape_class"); it != node.end() && it->is_string()) {
+    const std::string cls = lower(it->get<std::string>());
+    if (auto f = number_at(node, {"fraction_of_copy_ceiling", "copy_ceiling_fraction",
+                                  "achieved_fraction", "fraction"})) {
+      auto [pos, inserted] = d.class_fraction.emplace(cls, *f);
+      if (!inserted) pos->second = std::min(pos->second, *f);
+      d.has_benchmark = true;
+    }
+    if (auto s = number_at(node, {"speedup", "speedup_vs_baseline", "speed_up"})) {
+      d.min_speedup = d.has_benchmark && d.min_speedup > 0 ? std::min(d.min_speedup, *s) : *s;
+      d.has_benchmark = true;
+    }
+  }
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const std::string key = lower(it.key());
+    if (key.find("spill") != std::string::npos && it->is_number())
+      d.spill_bytes = std::max<std::int64_t>(d.spill_bytes, it->get<std::int64_t>());
+    if (key.find("stall") != std::string::npos && d.dominant_stall.empty() &&
+        (key.find("dominant") != std::string::npos || !it->is_number()))
+      d.dominant_stall = top_stall(*it);
+    walk(*it, d, depth + 1);
+  }
+}
+
+bool has(const std::string& s, const char* part) {
+  return s.find(part) != std::string::npos;
+}
+
+} // namespace
+
+ReportDigest digest_report(const json& report) {
+  ReportDigest d;
+  if (!report.is_object()) return d;
+  d.present = true;
+  if (auto it = report.find("verdict"); it != report.end() && it->is_string())
+    d.verdict = it->get<std::string>();
+  if (auto g = report.find("gates"); g != report.end() && g->is_array()) {
+    for (const auto& gate : *g) {
+      if (!gate.is_object()) continue;
+      const std::string status = gate.value("status", std::string());
+      if (d.failed_gate.empty() && (status == "fail" || status == "timeout" || status == "crashed"))
+        d.failed_gate = gate.value("name", std::string("unknown"));
+      if (auto ev = gate.find("evidence"); ev != gate.end()) walk(*ev, d, 0);
+    }
+  }
+  return d;
+}
+
+Variant flagship_variant() {
+  return *variant_by_name("v16-tauto-b512-c4-shfl-pers-peel");
+}
+
+Variant safer_neighbour(const Variant& v) {
+  Variant s = v;
+  if (s.stage_weight) {
+    s.stage_weight = false;
+  } else if (s.cached_vecs > 2) {
+    s.cached_vecs /= 2;
+  } else if (s.threads_per_row == 0) { // fixed geometry, one block per row
+    s.threads_per_row = s.block_threads = 256;
+    s.grid = FamilyGrid::kPerRows;
+  } else if (s.cached_vecs > 0) {
+    s.cached_vecs = 0;
+  } else {
+    s = all_variants().front();
+  }
+  return validate(s) ? all_variants().front() : s;
+}
+
+std::uint64_t OfflinePolicy::random() {
+  std::uint64_t z = (rng_state_ += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+bool OfflinePolicy::tried(const Variant& v) const {
+  return std::find(history_.begin(), history_.end(), v) != history_.end();
+}
+
+PolicyDecision OfflinePolicy::finish(Variant v, std::vector<std::string> rules,
+                                     const std::string& why) {
+  history_.push_back(v);
+  PolicyDecision out{v, std::move(rules), ""};
+  out.rationale = fmt::format("offline policy chose {} ({}): {}", variant_name(v),
+                              fmt::join(out.rules, ", "), why);
+  return out;
+}
+
+PolicyDecision OfflinePolicy::next(const json* report) {
+  return decide(report ? digest_report(*report) : ReportDigest{});
+}
+
+PolicyDecision OfflinePolicy::decide(const ReportDigest& d) {
+  if (history_.empty())
+    return finish(all_variants().front(), {"first:safe_default"},
+                  "no report yet; start from the safe general variant (scalar, two-pass)");
+  const Variant prev = history_.back();
+  const bool failed = !d.failed_gate.empty() || d.verdict == "reject";
+  if (d.present && !failed) last_passing_ = prev;
+
+  // Candidate moves in rule order; the first valid, untried one wins.
+  std::vector<std::pair<std::string, Variant>> moves;
+  auto more_in_flight = [](Variant v) {
+    if (v.cached_vecs < 8)
+      v.cached_vecs = v.cached_vecs == 0 ? 2 : v.cached_vecs * 2;
+    else if (v.threads_per_row == 0 && v.block_threads < 1024)
+      v.block_threads *= 2;
+    return v;
+  };
+  if (d.present && failed) {
+    Variant v = prev;
+    do
+      v = safer_neighbour(v);
+    while (tried(v) && !(v == all_variants().front()));
+    moves.emplace_back("fail:safer_neighbour", v);
+    if (last_passing_) moves.emplace_back("fail:resubmit_best", *last_passing_);
+  } else if (d.spill_bytes > 0) {
+    Variant v = prev;
+    if (v.cached_vecs > 0)
+      v.cached_vecs /= 2;
+    else if (v.vec_bytes == 16)
+      v.vec_bytes = 8;
+    moves.emplace_back("spills:fewer_cached", v);
+  } else if (!d.has_benchmark) {
+    moves.emplace_back("pass:flagship", flagship_variant());
+  } else {
+    const std::string& st = d.dominant_stall;
+    if (has(st, "long_scoreboard") || has(st, "lg_throttle") || has(st, "drain") ||
+        (has(st, "throttle") && !has(st, "mio")))
+      moves.emplace_back("stall:more_loads_in_flight", more_in_flight(prev));
+    if (has(st, "barrier") || has(st, "membar")) {
+      Variant v = prev;
+      if (v.reduction == Reduction::kSharedTree)
+        v.reduction = Reduction::kShuffle;
+      else if (v.threads_per_row > 32)
+        v.threads_per_row /= 2;
+      else if (v.threads_per_row == 0 && v.block_threads > 128)
+        v.block_threads /= 2;
+      moves.emplace_back("stall:fewer_barriers", v);
+    }
+    if (has(st, "mio_throttle") || has(st, "short_scoreboard")) {
+      Variant v = prev;
+      v.stage_weight = false;
+      v.reduction = Reduction::kShuffle;
+      moves.emplace_back("stall:less_shared_memory", v);
+    }
+    auto low = [&](const char* cls, double limit) {
+      auto it = d.class_fraction.find(cls);
+      return it != d.class_fraction.end() && it->second < limit;
+    };
+    if (low("odd", 0.75)) {
+      Variant v = prev;
+      if (v.vec_bytes == 0 || !v.peel)
+        v.vec_bytes = 16, v.peel = true;
+      else
+        v.stage_weight = true;
+      moves.emplace_back(v.stage_weight ? "odd:stage_weight" : "odd:peel", v);
+    }
+    if (low("launch_bound", 0.75) || low("narrow", 0.75)) {
+      Variant v = flagship_variant();
+      if (prev.grid == FamilyGrid::kPersistent) v = more_in_flight(prev);
+      moves.emplace_back("small:persistent", v);
+    }
+    if (low("wide", 0.9) || low("streaming", 0.9) || (d.min_speedup > 0 && d.min_speedup < 1.0))
+      moves.emplace_back("bandwidth:more_loads_in_flight", more_in_flight(prev));
+  }
+  for (const auto& [rule, v] : moves)
+    if (!validate(v) && !tried(v)) return finish(v, {rule}, "rule fired on the previous report");
+  // Nothing new from the rules: explore an untried curated vector variant, chosen by the PRNG.
+  std::vector<Variant> pool;
+  for (const auto& v : all_variants())
+    if (v.vec_bytes > 0 && !tried(v)) pool.push_back(v);
+  if (!pool.empty())
+    return finish(pool[random() % pool.size()], {"explore:random_untried"},
+                  "rules proposed only tried variants; exploring the curated set");
+  return finish(last_passing_.value_or(all_variants().front()), {"done:resubmit_best"},
+                "every curated variant was tried; resubmitting the last passing one");
+}
+
+} // namespace kloop::rmsnorm

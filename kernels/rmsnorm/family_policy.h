@@ -1,0 +1,74 @@
+// The offline generator's policy: reads the previous public report (the JSON of
+// evaluator::PublicReport: {"verdict", "gates":[{"name","status","reason","evidence"}],
+// "artifacts"}) and picks the next variant of the family (family.h). Rules are documented in
+// docs/OFFLINE.md; every missing evidence key is tolerated (the rule that needs it does not fire).
+// Deterministic for a seed: no clock, its own PRNG (splitmix64), history kept in the object.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/rmsnorm/family.h"
+
+namespace kloop::rmsnorm {
+
+// What the policy read from one report (all fields optional in the report).
+struct ReportDigest {
+  bool present = false;         // a report was given
+  std::string verdict;          // "pass", "reject", "pending_device_validation", "" if absent
+  std::string failed_gate;      // first gate with fail/timeout/crashed, "" if none
+  std::int64_t spill_bytes = 0; // largest spill store/load bytes over entries (static/build)
+  std::map<std::string, double> class_fraction; // shape_class -> lowest copy-ceiling fraction
+  double min_speedup = 0.0;   // lowest speed-up vs baseline over shapes (0 when absent)
+  bool has_benchmark = false; // at least one class fraction or speed-up was found
+  std::string dominant_stall; // top CUPTI stall reason, lower case ("" when absent)
+};
+
+// Reads a public report JSON; never throws on missing or oddly typed keys.
+ReportDigest digest_report(const nlohmann::json& report);
+
+// One decision: the variant, the rules that fired (names from docs/OFFLINE.md) and a rationale.
+struct PolicyDecision {
+  Variant variant;
+  std::vector<std::string> rules; // e.g. {"first:safe_default"}, {"spills:fewer_cached"}
+  std::string rationale;          // one paragraph for the record
+};
+
+class OfflinePolicy {
+public:
+  explicit OfflinePolicy(std::uint64_t seed) : rng_state_(seed) {}
+
+  // Next variant. `report` is the public report of the variant returned by the previous call
+  // (nullptr on the first call or when none is available). Deterministic: the same seed and the
+  // same sequence of reports give the same sequence of decisions.
+  PolicyDecision next(const nlohmann::json* report);
+
+  // Variants returned so far, oldest first.
+  const std::vector<Variant>& history() const { return history_; }
+  // Last variant whose report had no failed gate; nullopt before the first.
+  const std::optional<Variant>& last_passing() const { return last_passing_; }
+
+private:
+  std::uint64_t random(); // splitmix64
+  bool tried(const Variant& v) const;
+  PolicyDecision decide(const ReportDigest& d);
+  PolicyDecision finish(Variant v, std::vector<std::string> rules, const std::string& why);
+
+  std::uint64_t rng_state_;
+  std::vector<Variant> history_;
+  std::optional<Variant> last_passing_;
+};
+
+// The variant the policy moves to after the safe default passes: persistent grid, threads per row
+// from H, 16-byte vectors with per-row peel, 4 cached vectors per thread.
+Variant flagship_variant();
+
+// One step toward safety (documented order in docs/OFFLINE.md); the safe default maps to itself.
+Variant safer_neighbour(const Variant& v);
+
+} // namespace kloop::rmsnorm

@@ -1,0 +1,17 @@
+// The store's one exception type. store/ depends on nothing else of kloop, so it cannot throw
+// evaluator::InfraError; callers above (agent, app) treat StoreError as an infrastructure failure.
+// Every message names the store path or row, the cause, and the next step.
+#pragma once
+
+#include <stdexcept>
+
+namespace kloop::store {
+
+// Any failure to open, read or write the store (SQLite error, missing or altered blob, foreign
+// or newer database, read-only directory, full disk).
+class StoreError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+} // namespace kloop::store

@@ -1,0 +1,253 @@
+// Receipt payload from the store, signing and verification.
+#include "store/receipt.h"
+
+#include <sodium.h>
+
+#include <fmt/core.h>
+
+#include "store/error.h"
+#include "store/hash.h"
+#include "store/jcs.h"
+#include "store/store.h"
+
+namespace kloop::store {
+
+bool unhex(const std::string& s, unsigned char* out, std::size_t n); // keys.cpp
+
+namespace {
+
+using nlohmann::json;
+
+json str_or_null(const std::string& s) {
+  return s.empty() ? json(nullptr) : json(s);
+}
+
+json field_or_null(const json& obj, const char* key) {
+  if (obj.is_object() && obj.contains(key) && !obj[key].is_null()) return obj[key];
+  return nullptr;
+}
+
+json blob_ref(const std::string& sha) {
+  if (sha.empty()) return nullptr;
+  return {{"uri", fmt::format("kloop-store:blobs/{}/{}", sha.substr(0, 2), sha.substr(2))},
+          {"sha256", sha}};
+}
+
+json gate_status(const CandidateDetail* c, const char* gate) {
+  const GateRecord* g = c ? c->gate(gate) : nullptr;
+  return g ? json(name(g->status)) : json("not_run");
+}
+
+json gate_evidence(const CandidateDetail* c, const char* gate, const char* key) {
+  const GateRecord* g = c ? c->gate(gate) : nullptr;
+  return g ? field_or_null(g->evidence, key) : json(nullptr);
+}
+
+void collect_nulls(const json& v, const std::string& path, std::vector<std::string>& out) {
+  if (v.is_null()) {
+    out.push_back(path);
+  } else if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it)
+      collect_nulls(it.value(), path.empty() ? it.key() : path + "." + it.key(), out);
+  }
+}
+
+} // namespace
+
+json build_receipt_payload(const SessionDetail& d, const json& manifest,
+                           const std::optional<std::string>& reviewer,
+                           const std::optional<std::string>& key_id) {
+  const CandidateDetail* c = d.best_candidate();
+  const json prom_ev = d.promotion ? d.promotion->evidence : json::object();
+  std::string status = "pending_device_validation";
+  if (d.promotion)
+    status = std::string(name(d.promotion->decision));
+  else if (d.session.verdict == VerdictCode::kReject)
+    status = "rejected";
+
+  json dispatch = field_or_null(prom_ev, "dispatch");
+  if (dispatch.is_null()) dispatch = field_or_null(manifest, "dispatch");
+
+  json arch = nullptr;
+  const json target = field_or_null(manifest, "target");
+  if (target.is_string() && !d.session.device_arch.empty())
+    arch = fmt::format("{} kernel on {} device", target.get<std::string>(), d.session.device_arch);
+
+  json flags = gate_evidence(c, "build", "flags");
+  json sanitizer_version = nullptr;
+  json sanitizer_runs = json::array();
+  json loaded = nullptr, case_results = nullptr;
+  if (c) {
+    for (const auto& t : c->tool_calls) {
+      if (flags.is_null() && t.tool == "nvrtc") flags = t.argv;
+      if (t.tool != "compute-sanitizer") continue;
+      if (!t.tool_version.empty()) sanitizer_version = t.tool_version;
+      sanitizer_runs.push_back({{"argv", t.argv},
+                                {"exit_code", t.exit_code ? json(*t.exit_code) : json(nullptr)},
+                                {"report_sha256", str_or_null(t.stdout_sha256)}});
+    }
+    if (const auto* a = c->artifact_of(ArtifactKind::kCubin)) loaded = a->sha256;
+    if (const auto* a = c->artifact_of(ArtifactKind::kCaseResults))
+      case_results = blob_ref(a->sha256);
+  }
+  json raw_samples = json::array();
+  if (c)
+    for (const auto& b : c->benchmarks)
+      raw_samples.push_back({{"series", b.series},
+                             {"uri", blob_ref(b.samples_sha256)["uri"]},
+                             {"sha256", b.samples_sha256}});
+  const json memory = c && c->telemetry_of("memory") ? c->telemetry_of("memory")->data : json();
+  const json rollout = field_or_null(prom_ev, "rollout");
+
+  return {
+      {"operator", str_or_null(d.session.operator_name)},
+      {"contract_version", str_or_null(d.session.contract_version)},
+      {"status", status},
+      {"candidate_source_sha256", c ? str_or_null(c->candidate.source_sha256) : json(nullptr)},
+      {"loaded_artifact_sha256", loaded},
+      {"dispatch", dispatch},
+      {"approval_identity",
+       {{"reviewer", reviewer ? json(*reviewer) : json(nullptr)},
+        {"signing_key_id", key_id ? json(*key_id) : json(nullptr)}}},
+      {"target",
+       {{"gpu_uuid", str_or_null(d.session.device_uuid)},
+        {"architecture_and_features", arch},
+        {"driver", str_or_null(d.session.driver_version)},
+        {"compiler_toolkit", str_or_null(d.session.toolkit_version)},
+        {"pytorch_cuda_build", "not_applicable: kloop's trusted wrapper is C++/CUDA, no PyTorch"},
+        {"pytorch_version", "not_applicable: kloop's trusted wrapper is C++/CUDA, no PyTorch"},
+        {"compiler_flags", flags}}},
+      {"correctness",
+       {{"suite_and_policy_sha256", gate_evidence(c, "correctness", "suite_sha256")},
+        {"reference_sha256", gate_evidence(c, "correctness", "reference_sha256")},
+        {"status", gate_status(c, "correctness")},
+        {"case_results_uri_and_sha256", case_results}}},
+      {"sanitizers",
+       {{"tool_version", sanitizer_version},
+        {"commands_and_report_hashes", sanitizer_runs.empty() ? json(nullptr) : sanitizer_runs},
+        {"status", gate_status(c, "sanitizer")}}},
+      {"benchmark",
+       {{"protocol_and_workload_sha256", gate_evidence(c, "benchmark", "protocol_sha256")},
+        {"baseline_revision_and_precision", gate_evidence(c, "benchmark", "baseline")},
+        {"timing_and_cache_scope", gate_evidence(c, "benchmark", "timing_scope")},
+        {"raw_samples_uri_and_sha256", raw_samples.empty() ? json(nullptr) : raw_samples},
+        {"status", gate_status(c, "benchmark")}}},
+      {"memory",
+       {{"live_reserved_workspace_and_cache_report", memory.is_null() ? json(nullptr) : memory}}},
+      {"rollout",
+       {{"feature_flag_and_scope", field_or_null(rollout, "feature_flag_and_scope")},
+        {"healthy_worker_recovery_and_reference_target",
+         field_or_null(rollout, "healthy_worker_recovery_and_reference_target")},
+        {"revalidation_policy", field_or_null(rollout, "revalidation_policy")}}}};
+}
+
+json receipt_manifest(const Store& store, const SessionDetail& d) {
+  const CandidateDetail* c = d.best_candidate();
+  if (!c || c->candidate.manifest_sha256.empty()) return nullptr;
+  auto j = json::parse(store.blob(c->candidate.manifest_sha256), nullptr, false);
+  return j.is_discarded() ? json(nullptr) : j;
+}
+
+std::vector<std::string> null_fields(const json& payload) {
+  std::vector<std::string> out;
+  collect_nulls(payload, "", out);
+  return out;
+}
+
+json sign_payload(const json& payload, const KeyPair& key) {
+  const auto nulls = null_fields(payload);
+  if (!nulls.empty()) {
+    std::string list;
+    for (const auto& f : nulls)
+      list += (list.empty() ? "" : ", ") + f;
+    throw StoreError(fmt::format("receipt: {} field(s) are null (missing evidence) and block "
+                                 "signing: {}; record that evidence in the store first",
+                                 nulls.size(), list));
+  }
+  unsigned char sk[crypto_sign_SECRETKEYBYTES];
+  if (!unhex(key.secret_hex, sk, sizeof sk))
+    throw StoreError("receipt: the secret key is not valid hex; regenerate it");
+  const std::string canonical = jcs_canonicalize(payload);
+  unsigned char sig[crypto_sign_BYTES];
+  crypto_sign_detached(sig, nullptr, reinterpret_cast<const unsigned char*>(canonical.data()),
+                       canonical.size(), sk);
+  sodium_memzero(sk, sizeof sk);
+  std::string sig_hex(sizeof sig * 2 + 1, '\0');
+  sodium_bin2hex(sig_hex.data(), sig_hex.size(), sig, sizeof sig);
+  sig_hex.pop_back();
+  return {{"payload", payload},
+          {"approval",
+           {{"canonical_payload_sha256", sha256_hex(canonical)},
+            {"signature", sig_hex},
+            {"signing_key_id", key.key_id}}}};
+}
+
+json sign_session_receipt(Store& store, std::int64_t id, const KeyPair& key,
+                          const std::string& reviewer) {
+  const SessionDetail d = store.load_session(id);
+  const json payload = build_receipt_payload(d, receipt_manifest(store, d), reviewer, key.key_id);
+  json receipt = sign_payload(payload, key);
+  auto step = store.begin_step();
+  ReceiptRecord r;
+  r.session_id = id;
+  r.payload_sha256 = receipt["approval"]["canonical_payload_sha256"];
+  r.receipt_sha256 = step.put_blob(receipt.dump(2));
+  r.signing_key_id = key.key_id;
+  r.reviewer = reviewer;
+  step.add_receipt(r);
+  step.commit();
+  return receipt;
+}
+
+ReceiptCheck verify_receipt(const json& receipt, const json& registry) {
+  auto fail = [](std::string m) { return ReceiptCheck{false, "receipt verify: " + std::move(m)}; };
+  if (!receipt.is_object() || !receipt.contains("payload") || !receipt["payload"].is_object())
+    return fail("no `payload` object; is this a kloop receipt?");
+  if (!receipt.contains("approval") || !receipt["approval"].is_object())
+    return fail("no `approval` object; the receipt is unsigned");
+  const json& ap = receipt["approval"];
+  for (const char* f : {"canonical_payload_sha256", "signature", "signing_key_id"})
+    if (!ap.contains(f) || !ap[f].is_string())
+      return fail(fmt::format("`approval.{}` is missing or not a string", f));
+  const std::string key_id = ap["signing_key_id"];
+  if (!registry.is_object() || !registry.contains(key_id) || !registry[key_id].is_string())
+    return fail(fmt::format("signing key `{}` is not in the key registry; the receipt was signed "
+                            "by an unknown key",
+                            key_id));
+  const std::string pub_hex = registry[key_id];
+  unsigned char pk[crypto_sign_PUBLICKEYBYTES];
+  if (!unhex(pub_hex, pk, sizeof pk))
+    return fail(
+        fmt::format("registry entry for `{}` is not a {}-byte hex public key", key_id, sizeof pk));
+  if (key_id_of(pub_hex) != key_id)
+    return fail(fmt::format("registry public key for `{}` hashes to key id `{}`: the registry "
+                            "entry was changed or belongs to another key",
+                            key_id, key_id_of(pub_hex)));
+  if (const auto payload_key =
+          receipt["payload"].value("/approval_identity/signing_key_id"_json_pointer, json());
+      payload_key.is_string() && payload_key.get<std::string>() != key_id)
+    return fail(fmt::format("payload names signing key `{}` but the approval names `{}`",
+                            payload_key.get<std::string>(), key_id));
+  std::string canonical;
+  try {
+    canonical = jcs_canonicalize(receipt["payload"]);
+  } catch (const std::exception& e) {
+    return fail(std::string("payload cannot be canonicalised: ") + e.what());
+  }
+  const std::string sha = sha256_hex(canonical);
+  if (sha != ap["canonical_payload_sha256"])
+    return fail(fmt::format("payload hash mismatch: canonical payload hashes to {} but the "
+                            "approval records {}; the payload was altered after signing",
+                            sha, ap["canonical_payload_sha256"].get<std::string>()));
+  unsigned char sig[crypto_sign_BYTES];
+  if (!unhex(ap["signature"], sig, sizeof sig))
+    return fail(fmt::format("`approval.signature` is not {} bytes of hex", sizeof sig));
+  if (crypto_sign_verify_detached(sig, reinterpret_cast<const unsigned char*>(canonical.data()),
+                                  canonical.size(), pk) != 0)
+    return fail(fmt::format("Ed25519 signature does not verify with key `{}`: the signature or "
+                            "the payload was altered, or another key signed it",
+                            key_id));
+  return {true, fmt::format("receipt verifies: key {}, payload sha256 {}", key_id, sha)};
+}
+
+} // namespace kloop::store

@@ -1,0 +1,63 @@
+// Promotion receipts: the seed's receipt template filled from the store, serialised with RFC 8785
+// (store/jcs.h), hashed with SHA-256 and signed with Ed25519 (libsodium) in a separate approval
+// envelope {canonical_payload_sha256, signature, signing_key_id}. A payload field that the store
+// cannot fill stays null and blocks signing. Keys: a secret key file (mode 0600, JSON) and a key
+// registry {key_id: public_key_hex}; key id = first 16 hex characters of sha256(public key bytes).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kloop::store {
+
+class Store;
+struct SessionDetail;
+
+// An Ed25519 key pair, hex encoded (public 32 bytes, secret 64 bytes).
+struct KeyPair {
+  std::string key_id, public_hex, secret_hex;
+};
+
+KeyPair generate_keypair();
+std::string key_id_of(const std::string& public_hex); // throws StoreError on bad hex
+// Writes {"key_id","public_key","secret_key"} with mode 0600 (refuses to overwrite).
+void write_secret_key(const std::string& path, const KeyPair& kp);
+// Reads a key file; throws StoreError naming the file and the field when malformed.
+KeyPair read_secret_key(const std::string& path);
+
+// The receipt payload for session `d` (template fields of the seed); `manifest` is the frozen
+// candidate's manifest.json (null when none). reviewer/key_id fill approval_identity; nullopt
+// leaves them null. Field sources: /work/notes/h3-api.md "What the receipt ... read".
+nlohmann::json build_receipt_payload(const SessionDetail& d, const nlohmann::json& manifest,
+                                     const std::optional<std::string>& reviewer,
+                                     const std::optional<std::string>& key_id);
+
+// The parsed manifest.json of d.best_candidate() (null when none or unparsable); throws
+// StoreError when its blob is missing or altered.
+nlohmann::json receipt_manifest(const Store& store, const SessionDetail& d);
+
+// Dotted paths of every null field in `payload` ("target.gpu_uuid"), in document order.
+std::vector<std::string> null_fields(const nlohmann::json& payload);
+
+// {"payload": payload, "approval": {canonical_payload_sha256, signature, signing_key_id}}.
+// Throws StoreError listing the null fields when any.
+nlohmann::json sign_payload(const nlohmann::json& payload, const KeyPair& key);
+
+// Builds, signs and records (blob + receipts row, one step) the receipt of session `id`.
+nlohmann::json sign_session_receipt(Store& store, std::int64_t id, const KeyPair& key,
+                                    const std::string& reviewer);
+
+struct ReceiptCheck {
+  bool ok = false;
+  std::string message; // "receipt verifies: key K, payload sha256 H" or the precise failure
+};
+
+// Verifies `receipt` against `registry` ({key_id: public_key_hex}). Never throws for bad input:
+// a malformed receipt is a failed check with a message naming the field.
+ReceiptCheck verify_receipt(const nlohmann::json& receipt, const nlohmann::json& registry);
+
+} // namespace kloop::store

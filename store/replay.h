@@ -1,0 +1,60 @@
+// Replay: re-evaluate a session's stored candidates with the current evaluator and report changed
+// verdicts. The evaluator lives above store/, so re-evaluation is a callback the application
+// registers (set_default_reevaluator, e.g. from app/main.cpp); without one, replay lists the
+// recorded verdicts and says re-evaluation is not wired.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "store/records.h"
+
+namespace kloop::store {
+
+class Store;
+
+// What a re-evaluation gets: the stored candidate bytes and what was recorded for them.
+struct ReplayCandidate {
+  std::int64_t session_id = 0, candidate_id = 0;
+  int iteration_index = 0;
+  std::string operator_name, contract_version;
+  std::string source, manifest; // kernel.cu and manifest.json bytes ("" when absent)
+  VerdictCode recorded_verdict = VerdictCode::kReject;
+  std::vector<GateRecord> recorded_gates;
+};
+
+// What the current evaluator says now (gate names/statuses as evaluator kGate* / GateStatus).
+struct ReplayOutcome {
+  VerdictCode verdict = VerdictCode::kReject;
+  std::vector<GateRecord> gates;
+};
+
+// Re-evaluates one candidate; may throw (the row then carries the error message).
+using Reevaluate = std::function<ReplayOutcome(const ReplayCandidate&)>;
+
+struct ReplayRow {
+  std::int64_t candidate_id = 0;
+  int iteration_index = 0;
+  VerdictCode recorded = VerdictCode::kReject;
+  std::optional<VerdictCode> now;         // nullopt: not re-evaluated (no evaluator, or error)
+  bool changed = false;                   // verdict differs
+  std::vector<std::string> changed_gates; // "correctness: pass -> fail"
+  std::string error;                      // why `now` is missing
+};
+
+// Iterates the session's candidates in order. `reevaluate` null: rows carry recorded verdicts
+// only. Throws StoreError for an unknown session or an unreadable blob.
+std::vector<ReplayRow> replay_session(Store& store, std::int64_t session_id,
+                                      const Reevaluate* reevaluate);
+nlohmann::json to_json(const std::vector<ReplayRow>& rows);
+
+// Process-wide hook used by `kloop replay`; the lead registers the evaluator here.
+void set_default_reevaluator(Reevaluate fn);
+const Reevaluate* default_reevaluator(); // nullptr when none registered
+
+} // namespace kloop::store

@@ -1,0 +1,128 @@
+#include "store/schema.h"
+
+#include <array>
+
+#include <fmt/core.h>
+
+#include "store/error.h"
+#include "store/sqlite.h"
+
+namespace kloop::store {
+namespace {
+
+// Migration 0 -> 1: the initial schema. Enum columns hold the values of records.h.
+constexpr std::string_view kV1 = R"sql(
+CREATE TABLE blobs (sha256 TEXT PRIMARY KEY NOT NULL, size INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE sessions (
+  id INTEGER PRIMARY KEY, operator TEXT NOT NULL, contract_version TEXT NOT NULL,
+  contract_sha256 TEXT NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL,
+  budget INTEGER NOT NULL, seed INTEGER NOT NULL, kloop_version TEXT NOT NULL,
+  kloop_commit TEXT NOT NULL, toolkit_version TEXT NOT NULL, driver_version TEXT NOT NULL,
+  device_name TEXT NOT NULL, device_uuid TEXT NOT NULL, device_arch TEXT NOT NULL,
+  started_at TEXT NOT NULL, ended_at TEXT, status INTEGER NOT NULL, verdict INTEGER,
+  params_json TEXT NOT NULL, owner_pid INTEGER NOT NULL, owner_host TEXT NOT NULL);
+CREATE TABLE iterations (
+  id INTEGER PRIMARY KEY, session_id INTEGER NOT NULL REFERENCES sessions(id), idx INTEGER NOT NULL,
+  started_at TEXT NOT NULL, ended_at TEXT NOT NULL, wall_ms REAL NOT NULL, notes_json TEXT NOT NULL,
+  UNIQUE(session_id, idx));
+CREATE TABLE prompts (
+  id INTEGER PRIMARY KEY, iteration_id INTEGER NOT NULL REFERENCES iterations(id),
+  role TEXT NOT NULL, blob_sha256 TEXT NOT NULL REFERENCES blobs(sha256), tokens INTEGER);
+CREATE TABLE responses (
+  id INTEGER PRIMARY KEY, iteration_id INTEGER NOT NULL REFERENCES iterations(id),
+  prompt_id INTEGER REFERENCES prompts(id), blob_sha256 TEXT REFERENCES blobs(sha256),
+  provider TEXT NOT NULL, model TEXT NOT NULL, http_status INTEGER, latency_ms REAL NOT NULL,
+  retries INTEGER NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER, error TEXT NOT NULL);
+CREATE TABLE candidates (
+  id INTEGER PRIMARY KEY, iteration_id INTEGER NOT NULL REFERENCES iterations(id),
+  ordinal INTEGER NOT NULL, source_sha256 TEXT REFERENCES blobs(sha256),
+  manifest_sha256 TEXT REFERENCES blobs(sha256), verdict INTEGER NOT NULL, speedup REAL,
+  speedup_lo REAL, speedup_hi REAL, report_json TEXT NOT NULL);
+CREATE TABLE artifacts (
+  id INTEGER PRIMARY KEY, iteration_id INTEGER NOT NULL REFERENCES iterations(id),
+  candidate_id INTEGER REFERENCES candidates(id), kind INTEGER NOT NULL, name TEXT NOT NULL,
+  sha256 TEXT NOT NULL REFERENCES blobs(sha256), size INTEGER NOT NULL);
+CREATE TABLE tool_calls (
+  id INTEGER PRIMARY KEY, iteration_id INTEGER NOT NULL REFERENCES iterations(id),
+  candidate_id INTEGER REFERENCES candidates(id), tool TEXT NOT NULL, tool_version TEXT NOT NULL,
+  argv_json TEXT NOT NULL, cwd TEXT NOT NULL, exit_code INTEGER, signal INTEGER,
+  wall_ms REAL NOT NULL, user_ms REAL NOT NULL, sys_ms REAL NOT NULL, max_rss_kb INTEGER NOT NULL,
+  stdout_sha256 TEXT REFERENCES blobs(sha256), stderr_sha256 TEXT REFERENCES blobs(sha256));
+CREATE TABLE gate_results (
+  id INTEGER PRIMARY KEY, candidate_id INTEGER NOT NULL REFERENCES candidates(id),
+  ordinal INTEGER NOT NULL, name TEXT NOT NULL, status INTEGER NOT NULL, reason TEXT NOT NULL,
+  evidence_json TEXT NOT NULL);
+CREATE TABLE test_cases (
+  id INTEGER PRIMARY KEY, candidate_id INTEGER NOT NULL REFERENCES candidates(id),
+  gate TEXT NOT NULL, name TEXT NOT NULL, status INTEGER NOT NULL, detail_json TEXT NOT NULL);
+CREATE TABLE benchmark_samples (
+  id INTEGER PRIMARY KEY, candidate_id INTEGER NOT NULL REFERENCES candidates(id),
+  series TEXT NOT NULL, samples_sha256 TEXT NOT NULL REFERENCES blobs(sha256),
+  count INTEGER NOT NULL, median_us REAL, lo_us REAL, hi_us REAL);
+CREATE TABLE telemetry (
+  id INTEGER PRIMARY KEY, candidate_id INTEGER NOT NULL REFERENCES candidates(id),
+  kind TEXT NOT NULL, data_json TEXT NOT NULL);
+CREATE TABLE holdout_commitments (
+  id INTEGER PRIMARY KEY, session_id INTEGER NOT NULL REFERENCES sessions(id),
+  commitment_sha256 TEXT NOT NULL, suite_version TEXT NOT NULL, created_at TEXT NOT NULL);
+CREATE TABLE holdout_runs (
+  id INTEGER PRIMARY KEY, commitment_id INTEGER NOT NULL REFERENCES holdout_commitments(id),
+  candidate_id INTEGER NOT NULL REFERENCES candidates(id), status INTEGER NOT NULL,
+  result_json TEXT NOT NULL, report_sha256 TEXT REFERENCES blobs(sha256), retired INTEGER NOT NULL,
+  ran_at TEXT NOT NULL);
+CREATE TABLE promotion_decisions (
+  id INTEGER PRIMARY KEY, session_id INTEGER NOT NULL REFERENCES sessions(id),
+  candidate_id INTEGER REFERENCES candidates(id), decision INTEGER NOT NULL, reason TEXT NOT NULL,
+  evidence_json TEXT NOT NULL, decided_at TEXT NOT NULL);
+CREATE TABLE receipts (
+  id INTEGER PRIMARY KEY, session_id INTEGER NOT NULL REFERENCES sessions(id),
+  payload_sha256 TEXT NOT NULL, receipt_sha256 TEXT NOT NULL REFERENCES blobs(sha256),
+  signing_key_id TEXT NOT NULL, reviewer TEXT NOT NULL, signed_at TEXT NOT NULL);
+CREATE INDEX iterations_session ON iterations(session_id);
+CREATE INDEX candidates_iteration ON candidates(iteration_id);
+CREATE INDEX gate_results_candidate ON gate_results(candidate_id);
+CREATE INDEX test_cases_candidate ON test_cases(candidate_id);
+CREATE INDEX artifacts_candidate ON artifacts(candidate_id);
+)sql";
+
+constexpr std::array<std::string_view, 1> kMigrations = {kV1};
+
+} // namespace
+
+int schema_version() {
+  return static_cast<int>(kMigrations.size());
+}
+
+void migrate(Db& db, bool writable) {
+  const std::int64_t app_id = db.pragma_int("application_id");
+  std::int64_t version = db.pragma_int("user_version");
+  std::int64_t tables = 0;
+  {
+    Stmt st = db.prepare("SELECT count(*) FROM sqlite_master");
+    if (st.step()) tables = st.int64(0);
+  }
+  if (app_id != kApplicationId && (app_id != 0 || version != 0 || tables != 0))
+    throw StoreError(fmt::format(
+        "store: {} is a SQLite database but not a kloop store (application_id {:#x}, {} schema "
+        "objects); use another --store",
+        db.label(), app_id, tables));
+  if (version > schema_version())
+    throw StoreError(fmt::format(
+        "store: schema version {} is newer than this kloop ({}); upgrade kloop or use another "
+        "--store",
+        version, schema_version()));
+  if (version == schema_version()) return;
+  if (!writable)
+    throw StoreError(fmt::format("store: {} has schema version {} and needs migrating to {}, but "
+                                 "the store is read-only; open it writable once",
+                                 db.label(), version, schema_version()));
+  for (; version < schema_version(); ++version) {
+    Transaction txn(db);
+    db.exec(kMigrations[static_cast<std::size_t>(version)]);
+    db.exec(fmt::format("PRAGMA application_id = {}", kApplicationId));
+    db.exec(fmt::format("PRAGMA user_version = {}", version + 1));
+    txn.commit();
+  }
+}
+
+} // namespace kloop::store

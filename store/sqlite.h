@@ -1,0 +1,95 @@
+// Thin RAII layer over the SQLite C API: a connection (Db), a prepared statement (Stmt) and a
+// transaction (Transaction) that rolls back unless committed. Move-only; every error becomes a
+// StoreError carrying SQLite's message and the failing SQL. Used only inside store/.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace kloop::store {
+
+class Stmt;
+
+// One SQLite connection. Opening never touches the schema; see Store::open for that.
+class Db {
+public:
+  // Opens `uri` (a file: URI) with sqlite3_open_v2 flags; throws StoreError naming `label`.
+  Db(const std::string& uri, int flags, const std::string& label);
+  Db(Db&& other) noexcept;
+  Db& operator=(Db&& other) noexcept;
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+  ~Db();
+
+  void exec(std::string_view sql); // runs one or more statements; throws StoreError
+  Stmt prepare(std::string_view sql);
+  std::int64_t last_insert_rowid() const;
+  std::int64_t pragma_int(std::string_view name); // "PRAGMA name" as an integer
+  const std::string& label() const { return label_; }
+  sqlite3* handle() const { return db_; }
+  [[noreturn]] void fail(int rc, std::string_view what) const; // throws StoreError
+
+private:
+  sqlite3* db_ = nullptr;
+  std::string label_;
+};
+
+// One prepared statement. Bind indexes start at 1 (SQLite's convention).
+class Stmt {
+public:
+  Stmt(Db& db, sqlite3_stmt* stmt, std::string sql) : db_(&db), stmt_(stmt), sql_(std::move(sql)) {}
+  Stmt(Stmt&& other) noexcept;
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  Stmt& operator=(Stmt&&) = delete;
+  ~Stmt();
+
+  Stmt& bind(int i, std::int64_t v);
+  Stmt& bind(int i, int v) { return bind(i, static_cast<std::int64_t>(v)); }
+  Stmt& bind(int i, double v);
+  Stmt& bind(int i, std::string_view v);
+  Stmt& bind(int i, const std::string& v) { return bind(i, std::string_view(v)); }
+  Stmt& bind(int i, const char* v) { return bind(i, std::string_view(v)); }
+  Stmt& bind_null(int i);
+  template <class T> Stmt& bind(int i, const std::optional<T>& v) {
+    return v ? bind(i, *v) : bind_null(i);
+  }
+
+  bool step();           // true while a row is available; throws StoreError on error
+  void run() { step(); } // for statements without results
+
+  bool is_null(int col) const;
+  std::int64_t int64(int col) const;
+  double real(int col) const;
+  std::string text(int col) const;
+  std::optional<std::int64_t> opt_int64(int col) const;
+  std::optional<double> opt_real(int col) const;
+  std::optional<std::string> opt_text(int col) const;
+
+private:
+  Db* db_;
+  sqlite3_stmt* stmt_;
+  std::string sql_;
+};
+
+// BEGIN IMMEDIATE on construction; ROLLBACK in the destructor unless commit() ran.
+class Transaction {
+public:
+  explicit Transaction(Db& db);
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  ~Transaction();
+  void commit(); // throws StoreError (the transaction is rolled back then)
+  bool committed() const { return done_; }
+
+private:
+  Db* db_;
+  bool done_ = false;
+};
+
+} // namespace kloop::store

@@ -1,0 +1,170 @@
+// The kloop store: a directory holding kloop.db (SQLite, WAL, foreign keys on) and blobs/ (the
+// content-addressed BlobStore). Writers (the refinement loop, holdout, receipts) record one step
+// at a time through Store::Step, a single transaction that rolls back unless committed, so a
+// kill at any moment leaves every committed step intact. Readers (sessions, show, compare,
+// replay, report, receipts) load whole sessions as plain records. Not thread-safe: one Store per
+// thread; several processes may share a directory (SQLite locking, busy_timeout 5 s).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "store/blobs.h"
+#include "store/records.h"
+#include "store/sqlite.h"
+
+namespace kloop::store {
+
+enum class OpenMode { kReadWrite, kReadOnly };
+
+// One candidate with everything recorded about it.
+struct CandidateDetail {
+  CandidateRecord candidate;
+  std::vector<GateRecord> gates;     // by ordinal
+  std::vector<TestCaseRecord> cases; // all recorded cases
+  std::vector<ArtifactRecord> artifacts;
+  std::vector<ToolCallRecord> tool_calls;
+  std::vector<BenchmarkRecord> benchmarks;
+  std::vector<TelemetryRecord> telemetry;
+  const GateRecord* gate(std::string_view name) const;              // nullptr when absent
+  const TelemetryRecord* telemetry_of(std::string_view kind) const; // first of that kind
+  const ArtifactRecord* artifact_of(ArtifactKind kind) const;       // first of that kind
+};
+
+struct IterationDetail {
+  IterationRecord iteration;
+  std::vector<PromptRecord> prompts;
+  std::vector<ResponseRecord> responses;
+  std::vector<ToolCallRecord> tool_calls; // those not tied to a candidate
+  std::vector<CandidateDetail> candidates;
+};
+
+struct SessionDetail {
+  SessionRecord session;
+  std::vector<IterationDetail> iterations; // by index
+  std::vector<HoldoutCommitmentRecord> holdout_commitments;
+  std::vector<HoldoutRunRecord> holdout_runs;
+  std::optional<PromotionRecord> promotion; // the latest decision
+  std::vector<ReceiptRecord> receipts;
+  const CandidateDetail* find_candidate(std::int64_t id) const; // nullptr when absent
+  const CandidateDetail* best_candidate() const; // promoted one, else best passing speed-up
+  std::int64_t tokens() const;                   // prompt + completion tokens of all responses
+  double wall_ms() const;                        // sum of iteration wall times
+  nlohmann::json to_json() const;                // everything, for `kloop show --json`
+};
+
+// One row of `kloop sessions`.
+struct SessionSummary {
+  SessionRecord session;
+  int iterations = 0, candidates = 0;
+  std::optional<double> best_speedup, best_lo, best_hi;
+  std::int64_t tokens = 0;
+  std::optional<Decision> decision;
+  nlohmann::json to_json() const;
+};
+
+// What `kloop optimize --resume ID` needs.
+struct ResumeInfo {
+  SessionRecord session;                       // parameters: provider, model, budget, seed, params
+  std::optional<int> last_committed_iteration; // highest committed index; nullopt = none
+  int committed_iterations = 0;
+};
+
+// Result of `kloop store verify`.
+struct VerifyReport {
+  std::int64_t blobs_checked = 0;
+  std::vector<std::string> missing, altered; // SHA-256s
+  std::string integrity;                     // "ok" or SQLite's integrity_check lines
+  bool ok() const { return missing.empty() && altered.empty() && integrity == "ok"; }
+};
+
+class Store {
+public:
+  // $KLOOP_STORE when set and non-empty, else "./kloop-store".
+  static std::string default_dir();
+
+  // Opens (kReadWrite: creating the directory and schema if needed) the store at `dir`. In
+  // kReadWrite mode, sessions left `running` by a dead process on this host become
+  // `interrupted`. Throws StoreError with a clear message for: a corrupt or foreign database, a
+  // schema newer than this binary, a read-only directory (kReadWrite), a missing store
+  // (kReadOnly).
+  static Store open(const std::string& dir, OpenMode mode = OpenMode::kReadWrite);
+
+  Store(Store&&) noexcept;
+  Store& operator=(Store&&) noexcept;
+  ~Store();
+
+  const std::string& dir() const { return dir_; }
+  const BlobStore& blobs() const { return blobs_; }
+  std::string blob(const std::string& sha256) const { return blobs_.get(sha256); }
+
+  // ---- writing ----
+  // One transaction. Put blobs first (put_blob), then rows that reference them. Every add_*
+  // sets the record's id and returns it. Destroying a Step without commit() rolls it back.
+  class Step {
+  public:
+    Step(Step&&) noexcept;
+    ~Step();
+    std::string put_blob(std::string_view bytes); // writes the file, registers it; returns sha
+    std::int64_t add_iteration(IterationRecord& r);
+    std::int64_t add_prompt(PromptRecord& r);
+    std::int64_t add_response(ResponseRecord& r);
+    std::int64_t add_candidate(CandidateRecord& r);
+    // Puts `bytes` as a blob, fills r.sha256 and r.size.
+    std::int64_t add_artifact(ArtifactRecord& r, std::string_view bytes);
+    std::int64_t add_tool_call(ToolCallRecord& r);
+    std::int64_t add_gate(GateRecord& r);
+    std::int64_t add_test_case(TestCaseRecord& r);
+    std::int64_t add_benchmark(BenchmarkRecord& r);
+    std::int64_t add_telemetry(TelemetryRecord& r);
+    std::int64_t add_holdout_commitment(HoldoutCommitmentRecord& r);
+    std::int64_t add_holdout_run(HoldoutRunRecord& r);
+    std::int64_t add_promotion(PromotionRecord& r);
+    std::int64_t add_receipt(ReceiptRecord& r);
+    // Updates a stored candidate's verdict, speed-up and report (e.g. after benchmarking).
+    void update_candidate(const CandidateRecord& r);
+    void commit(); // throws StoreError; nothing of the step persists then
+
+  private:
+    friend class Store;
+    explicit Step(Store& s);
+    Store* store_;
+    std::unique_ptr<Transaction> txn_;
+  };
+  Step begin_step();
+
+  // Inserts a `running` session owned by this process (pid, host); fills id, started_at, owner.
+  std::int64_t create_session(SessionRecord& s);
+  // Sets status, verdict and ended_at.
+  void finish_session(std::int64_t id, SessionStatus status, std::optional<VerdictCode> verdict);
+  // For --resume: takes ownership of an interrupted (or failed) session and sets it `running`.
+  // Throws StoreError when it is running under a live process or completed.
+  ResumeInfo resume_session(std::int64_t id);
+  ResumeInfo resume_info(std::int64_t id); // read-only view of the same
+  // Marks `running` sessions whose owner process on this host is gone as `interrupted`;
+  // returns how many. open() calls it in kReadWrite mode.
+  int mark_interrupted();
+
+  // ---- reading ----
+  std::vector<SessionSummary> list_sessions(); // newest first
+  SessionDetail load_session(std::int64_t id); // throws StoreError "no session ID in DIR"
+  VerifyReport verify();                       // integrity_check + re-hash every blob
+
+private:
+  Store(std::string dir, Db db);
+  std::string dir_;
+  Db db_;
+  BlobStore blobs_;
+};
+
+std::string now_iso8601(); // UTC, second resolution: "2026-10-10T12:00:00Z"
+nlohmann::json to_json(const SessionRecord& s);
+nlohmann::json to_json(const GateRecord& g);
+
+} // namespace kloop::store

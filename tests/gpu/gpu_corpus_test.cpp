@@ -1,0 +1,81 @@
+// Every defect-corpus entry gets its expected verdict from the first gate that rejects it, as far
+// as gates are built: contract (parse_manifest), static (PTX scan, evaluator/static_inspection.h),
+// then device correctness. Entries whose expect.json names a gate that is not wired here
+// ("pending": true, e.g. sanitizer) only record what correctness did.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "evaluator/static_inspection.h"
+#include "kernels/rmsnorm/manifest.h"
+#include "tests/gpu/gpu_test_support.h"
+
+namespace kloop::gputest {
+namespace {
+
+using evaluator::GateStatus;
+
+std::vector<std::string> corpus_names() {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(tree("corpus")))
+    if (std::filesystem::exists(e.path() / "expect.json")) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+class GpuCorpusTest : public testing::TestWithParam<std::string> {};
+
+TEST_P(GpuCorpusTest, EntryGetsItsExpectedVerdictAtItsGate) {
+  const TreeCandidate c = load_candidate(tree("corpus/" + GetParam()));
+  const std::string want_gate = c.expect.at("gate");
+  const bool want_pass = c.expect.at("verdict") == "pass";
+  const bool pending = c.expect.value("pending", false);
+
+  const rmsnorm::ManifestParse mp = rmsnorm::parse_manifest(c.manifest_text, c.source);
+  if (!mp.manifest) {
+    EXPECT_EQ(want_gate, "contract") << mp.errors.front().message;
+    EXPECT_FALSE(want_pass);
+    return;
+  }
+  const auto findings = evaluator::check_ptx(c.ptx, *mp.manifest);
+  if (!findings.empty()) {
+    EXPECT_EQ(want_gate, "static") << findings.front().message;
+    EXPECT_FALSE(want_pass);
+    return;
+  }
+  ASSERT_NE(want_gate, "contract") << "the manifest was expected to be rejected";
+  ASSERT_NE(want_gate, "static") << "the static scan was expected to find something";
+  const bool endless = c.expect.value("status", "") == "timeout";
+  const auto r =
+      run_correctness(&c, {{"suite", "public"}, {"seed", 11}},
+                      std::chrono::seconds(endless ? 8 : 120), {{"stop_at_first_failure", true}});
+  std::printf("[corpus] %s: correctness %s: %s\n", GetParam().c_str(),
+              std::string(evaluator::gate_status_name(r.status)).c_str(), r.reason.c_str());
+  if (pending) {
+    GTEST_SKIP() << "gate " << want_gate << " is pending; correctness said "
+                 << evaluator::gate_status_name(r.status) << ": " << r.reason;
+  }
+  ASSERT_EQ(want_gate, "correctness");
+  if (want_pass) {
+    EXPECT_EQ(r.status, GateStatus::kPass) << describe(r);
+    return;
+  }
+  EXPECT_NE(r.status, GateStatus::kPass) << describe(r);
+  EXPECT_NE(r.status, GateStatus::kInfraError) << describe(r);
+  EXPECT_NE(r.status, GateStatus::kNotRun) << describe(r);
+  if (c.expect.contains("status")) {
+    EXPECT_EQ(evaluator::gate_status_name(r.status), c.expect.at("status").get<std::string>())
+        << describe(r);
+  }
+  if (c.expect.contains("fault_class")) {
+    EXPECT_EQ(r.fault_class, c.expect.at("fault_class").get<std::string>()) << describe(r);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, GpuCorpusTest, testing::ValuesIn(corpus_names()),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+} // namespace
+} // namespace kloop::gputest

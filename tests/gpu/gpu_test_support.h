@@ -1,0 +1,77 @@
+// Helpers of the GPU test tier: candidate loading from the source tree and the nvcc-built cubins
+// (tests/gpu/CMakeLists.txt), and one-call worker runs through the real runner.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "evaluator/gpu_runner.h"
+
+namespace kloop::gputest {
+
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A candidate in the tree: kernels/rmsnorm/<rel> (source, manifest) + its built cubin.
+struct TreeCandidate {
+  std::string name;
+  std::string source;
+  std::string manifest_text;
+  std::string cubin;
+  std::string ptx;
+  nlohmann::json expect; // expect.json (corpus only)
+};
+
+inline TreeCandidate load_candidate(const std::filesystem::path& dir) {
+  TreeCandidate c;
+  c.name = dir.filename().string();
+  c.source = slurp(dir / "kernel.cu");
+  c.manifest_text = slurp(dir / "manifest.json");
+  // The device script carries the cubins in .device-bundle/corpus and points KLOOP_CORPUS_BIN
+  // there.
+  const char* env = std::getenv("KLOOP_CORPUS_BIN");
+  const std::filesystem::path bin = std::filesystem::path(env ? env : KLOOP_CORPUS_BIN) / c.name;
+  c.cubin = slurp(bin / "kernel.cubin");
+  c.ptx = slurp(bin / "kernel.ptx");
+  if (std::filesystem::exists(dir / "expect.json"))
+    c.expect = nlohmann::json::parse(slurp(dir / "expect.json"));
+  return c;
+}
+
+inline std::filesystem::path tree(const std::string& rel) {
+  return std::filesystem::path(KLOOP_SOURCE_DIR) / "kernels/rmsnorm" / rel;
+}
+
+// One correctness batch of `c` (or of the reference kernel alone when c is null) on `cases`.
+inline evaluator::GpuRunResult run_correctness(const TreeCandidate* c, const nlohmann::json& cases,
+                                               std::chrono::milliseconds deadline,
+                                               nlohmann::json options = nlohmann::json::object()) {
+  evaluator::GpuRunRequest req;
+  req.mode = "correctness";
+  if (c) {
+    req.cubin = c->cubin;
+    req.source = c->source;
+    req.manifest = nlohmann::json::parse(c->manifest_text);
+  }
+  req.cases = cases;
+  req.options = std::move(options);
+  evaluator::GpuRunOptions opt;
+  opt.deadline = deadline;
+  return evaluator::run_gpu_worker(req, opt);
+}
+
+// Short description for assertion messages.
+inline std::string describe(const evaluator::GpuRunResult& r) {
+  return r.to_json().dump() + "\nstderr: " + r.stderr_tail;
+}
+
+} // namespace kloop::gputest

@@ -1,0 +1,45 @@
+// The GPU worker starts on any machine (cudart_static, no libcuda) and answers a probe cleanly:
+// not_run with exit code 3 and a reason naming the missing device, or pass with device facts.
+#include <gtest/gtest.h>
+
+#include "evaluator/gpu_runner.h"
+
+namespace kloop::evaluator {
+namespace {
+
+TEST(GpuWorkerStartTest, ProbeAnswersNotRunWithoutADeviceOrDescribesTheDevice) {
+  GpuRunRequest probe;
+  probe.mode = "probe";
+  const GpuRunResult r = run_gpu_worker(probe);
+  if (r.status == GateStatus::kNotRun) {
+    EXPECT_EQ(r.exit_code, kGpuWorkerNoDevice);
+    EXPECT_NE(r.reason.find("no CUDA device"), std::string::npos) << r.reason;
+    EXPECT_EQ(r.result.value("status", ""), "not_run");
+  } else {
+    ASSERT_EQ(r.status, GateStatus::kPass) << r.reason << r.stderr_tail;
+    EXPECT_TRUE(r.result.at("device").contains("sm_count"));
+  }
+}
+
+TEST(GpuWorkerStartTest, MalformedRequestIsAnInfraErrorNotTheCandidates) {
+  GpuRunResult r =
+      classify_gpu_run(kGpuWorkerBadRequest, 0, false,
+                       {{"status", "infra_error"}, {"reason", "bad request.json"}}, nullptr);
+  EXPECT_EQ(r.status, GateStatus::kInfraError);
+  r = classify_gpu_run(kGpuWorkerStickyFault, 0, false,
+                       {{"status", "crashed"},
+                        {"reason", "crashed: illegal_address"},
+                        {"fault", {{"class", "illegal_address"}}}},
+                       {{"index", 3}, {"name", "w127"}});
+  EXPECT_EQ(r.status, GateStatus::kCrashed);
+  EXPECT_EQ(r.fault_class, "illegal_address");
+  r = classify_gpu_run(-1, 9, true, nullptr, {{"index", 7}, {"name", "width-1009"}});
+  EXPECT_EQ(r.status, GateStatus::kTimeout);
+  EXPECT_NE(r.reason.find("width-1009"), std::string::npos) << r.reason;
+  r = classify_gpu_run(-1, 11, false, nullptr, nullptr);
+  EXPECT_EQ(r.status, GateStatus::kCrashed);
+  EXPECT_EQ(r.fault_class, "signal");
+}
+
+} // namespace
+} // namespace kloop::evaluator

@@ -1,0 +1,56 @@
+// Unit tests of the offline provider: replies carry one cuda and one json block of a family
+// variant, the previous report is found in the feedback text, and replies are deterministic.
+#include <gtest/gtest.h>
+
+#include "agent/offline_provider.h"
+
+namespace kloop::agent {
+namespace {
+
+ProviderRequest request(int iteration, std::string user) {
+  ProviderRequest r;
+  r.system = "system";
+  r.messages = {{"user", std::move(user)}};
+  r.iteration = iteration;
+  return r;
+}
+
+TEST(OfflineProvider, FirstReplyIsTheSafeDefaultAsCudaAndJsonBlocks) {
+  OfflineProvider p(3);
+  const ProviderResponse r = p.complete(request(0, "contract"));
+  ASSERT_TRUE(r.ok());
+  const auto c = rmsnorm::generate(rmsnorm::all_variants().front());
+  EXPECT_NE(r.text.find("```cuda\n" + c.kernel_cu + "```"), std::string::npos);
+  EXPECT_NE(r.text.find("```json\n" + c.manifest_json + "```"), std::string::npos);
+  EXPECT_EQ(r.exchange.provider, "offline");
+}
+
+TEST(OfflineProvider, ReadsTheReportFromTheFeedbackText) {
+  OfflineProvider p(3);
+  p.complete(request(0, "contract"));
+  const std::string feedback =
+      "Previous candidate report:\n{\"verdict\": \"pending_device_validation\", \"gates\": "
+      "[{\"name\": \"build\", \"status\": \"pass\", \"reason\": \"\", \"evidence\": {}}], "
+      "\"artifacts\": {}}\nImprove it.";
+  const ProviderResponse r = p.complete(request(1, feedback));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(p.policy().history().back(), rmsnorm::flagship_variant());
+  EXPECT_NE(r.text.find(rmsnorm::variant_name(rmsnorm::flagship_variant())), std::string::npos);
+}
+
+TEST(OfflineProvider, FindReportJsonIgnoresTextWithoutGates) {
+  EXPECT_FALSE(find_report_json("no json {here} {\"a\": 1} {unbalanced"));
+  auto r = find_report_json("x {\"gates\": [], \"verdict\": \"reject\"} y");
+  ASSERT_TRUE(r);
+  EXPECT_EQ((*r)["verdict"], "reject");
+}
+
+TEST(OfflineProvider, SameSeedGivesTheSameReplies) {
+  OfflineProvider a(9), b(9);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(a.complete(request(i, "{\"gates\": []}")).text,
+              b.complete(request(i, "{\"gates\": []}")).text);
+}
+
+} // namespace
+} // namespace kloop::agent

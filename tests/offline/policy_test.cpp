@@ -1,0 +1,146 @@
+// Unit tests of the offline policy: it reacts to fixture reports as docs/OFFLINE.md documents and
+// is deterministic for a seed.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "kernels/rmsnorm/family_policy.h"
+
+namespace kloop::rmsnorm {
+namespace {
+
+using nlohmann::json;
+
+json gate(const char* name, const char* status, json evidence = json::object()) {
+  return {{"name", name}, {"status", status}, {"reason", ""}, {"evidence", evidence}};
+}
+
+// A passing report with no device: build/static pass, GPU gates not run.
+json pending_report() {
+  return {{"verdict", "pending_device_validation"},
+          {"gates",
+           {gate("contract", "pass"), gate("build", "pass"),
+            gate("static", "pass",
+                 {{"entries", {{{"name", "rms_bf16"}, {"registers", 40}, {"spill_stores", 0}}}}}),
+            gate("correctness", "not_run")}},
+          {"artifacts", json::object()}};
+}
+
+json bench_report(json classes, json stalls = json()) {
+  json ev = {{"shapes", classes}};
+  json r = {{"verdict", "pass"},
+            {"gates",
+             {gate("build", "pass"), gate("correctness", "pass"), gate("benchmark", "pass", ev)}}};
+  if (!stalls.is_null()) r["gates"].push_back(gate("roofline", "pass", {{"stalls", stalls}}));
+  return r;
+}
+
+TEST(OfflinePolicy, FirstDecisionIsTheSafeDefault) {
+  OfflinePolicy p(7);
+  const PolicyDecision d = p.next(nullptr);
+  EXPECT_EQ(d.variant, all_variants().front());
+  EXPECT_EQ(d.rules, std::vector<std::string>{"first:safe_default"});
+}
+
+TEST(OfflinePolicy, PassWithoutBenchmarkMovesToFlagship) {
+  OfflinePolicy p(7);
+  p.next(nullptr);
+  const json r = pending_report();
+  const PolicyDecision d = p.next(&r);
+  EXPECT_EQ(d.variant, flagship_variant());
+  EXPECT_EQ(p.last_passing(), all_variants().front());
+}
+
+TEST(OfflinePolicy, FailedCorrectnessFallsBackToSaferNeighbour) {
+  OfflinePolicy p(7);
+  p.next(nullptr);
+  const json ok = pending_report();
+  p.next(&ok); // flagship
+  json bad = {{"verdict", "reject"},
+              {"gates", {gate("build", "pass"), gate("correctness", "fail")}}};
+  const PolicyDecision d = p.next(&bad);
+  EXPECT_EQ(d.variant, safer_neighbour(flagship_variant()));
+  EXPECT_EQ(d.variant.cached_vecs, 2);
+  EXPECT_EQ(d.rules, std::vector<std::string>{"fail:safer_neighbour"});
+}
+
+TEST(OfflinePolicy, SpillsHalveTheCachedVectors) {
+  OfflinePolicy p(7);
+  p.next(nullptr);
+  const json ok = pending_report();
+  p.next(&ok); // flagship, c4
+  json spilled = pending_report();
+  spilled["gates"][2]["evidence"]["entries"][0]["spill_stores"] = 48;
+  const PolicyDecision d = p.next(&spilled);
+  EXPECT_EQ(d.rules, std::vector<std::string>{"spills:fewer_cached"});
+  EXPECT_EQ(d.variant.cached_vecs, 2);
+}
+
+TEST(OfflinePolicy, LowOddWidthFractionEnablesThePeel) {
+  OfflinePolicy p(7);
+  p.next(nullptr); // scalar safe default, no peel
+  const json r = bench_report({{{"shape_class", "odd"}, {"fraction_of_copy_ceiling", 0.2}},
+                               {{"shape_class", "wide"}, {"fraction_of_copy_ceiling", 0.95}}});
+  const PolicyDecision d = p.next(&r);
+  EXPECT_EQ(d.rules, std::vector<std::string>{"odd:peel"});
+  EXPECT_EQ(d.variant.vec_bytes, 16);
+  EXPECT_TRUE(d.variant.peel);
+}
+
+TEST(OfflinePolicy, LongScoreboardStallAddsLoadsInFlight) {
+  OfflinePolicy p(7);
+  p.next(nullptr);
+  const json ok = pending_report();
+  p.next(&ok); // flagship, c4
+  const json r = bench_report(
+      {{{"shape_class", "wide"}, {"fraction_of_copy_ceiling", 0.7}}},
+      {{{"reason", "smsp__pcsamp_warps_issue_stalled_long_scoreboard"}, {"samples", 900}},
+       {{"reason", "barrier"}, {"samples", 50}}});
+  const PolicyDecision d = p.next(&r);
+  EXPECT_EQ(d.rules, std::vector<std::string>{"stall:more_loads_in_flight"});
+  EXPECT_EQ(d.variant.cached_vecs, 8);
+}
+
+TEST(OfflinePolicy, LaunchBoundShapesMoveToThePersistentGrid) {
+  OfflinePolicy p(7);
+  p.next(nullptr); // per_rows
+  const json r = bench_report({{{"shape_class", "launch_bound"}, {"fraction", 0.1}}});
+  const PolicyDecision d = p.next(&r);
+  EXPECT_EQ(d.rules, std::vector<std::string>{"small:persistent"});
+  EXPECT_EQ(d.variant.grid, FamilyGrid::kPersistent);
+}
+
+TEST(OfflinePolicy, DigestReadsEvidenceAndToleratesOddShapes) {
+  const json r = bench_report({{{"shape_class", "odd"}, {"fraction", 0.5}, {"speedup", 1.4}},
+                               {{"shape_class", "odd"}, {"fraction", 0.3}, {"speedup", 0.8}}},
+                              {{"lg_throttle", 10}, {"long_scoreboard", 30}});
+  const ReportDigest d = digest_report(r);
+  EXPECT_TRUE(d.has_benchmark);
+  EXPECT_DOUBLE_EQ(d.class_fraction.at("odd"), 0.3);
+  EXPECT_DOUBLE_EQ(d.min_speedup, 0.8);
+  EXPECT_EQ(d.dominant_stall, "long_scoreboard");
+  // Oddly typed keys are ignored, never thrown on.
+  const json weird = {{"verdict", 3}, {"gates", {1, "x", {{"evidence", "text"}}}}};
+  const ReportDigest w = digest_report(weird);
+  EXPECT_TRUE(w.present);
+  EXPECT_FALSE(w.has_benchmark);
+  EXPECT_TRUE(w.failed_gate.empty());
+  OfflinePolicy p(1);
+  p.next(nullptr);
+  EXPECT_FALSE(validate(p.next(&weird).variant));
+}
+
+TEST(OfflinePolicy, SameSeedAndReportsGiveTheSameDecisions) {
+  auto run = [](std::uint64_t seed) {
+    OfflinePolicy p(seed);
+    std::vector<std::string> names{variant_name(p.next(nullptr).variant)};
+    const json converged = bench_report({{{"shape_class", "wide"}, {"fraction", 0.95}}});
+    for (int i = 0; i < 6; ++i)
+      names.push_back(variant_name(p.next(&converged).variant));
+    return names;
+  };
+  EXPECT_EQ(run(42), run(42));
+  EXPECT_NE(run(42), run(43)); // converged reports explore with the seeded PRNG
+}
+
+} // namespace
+} // namespace kloop::rmsnorm

@@ -1,0 +1,88 @@
+// GPU tier of the benchmark and roofline gates and of CUPTI stall sampling: the real worker's
+// "benchmark" and "pcsample" modes through the real runner, judged by evaluator/perf_gates.h.
+#include <gtest/gtest.h>
+
+#include "evaluator/gpu_runner.h"
+#include "evaluator/perf_gates.h"
+#include "tests/gpu/gpu_test_support.h"
+
+namespace kloop::evaluator::perf {
+namespace {
+
+using nlohmann::json;
+
+GpuRunResult run_mode(const std::string& mode, const std::string& rel, json options) {
+  const gputest::TreeCandidate c = gputest::load_candidate(gputest::tree(rel));
+  GpuRunRequest req;
+  req.mode = mode;
+  req.cubin = c.cubin;
+  req.source = c.source;
+  req.manifest = json::parse(c.manifest_text);
+  req.options = std::move(options);
+  GpuRunOptions opt;
+  opt.deadline = std::chrono::milliseconds(200000);
+  return run_gpu_worker(req, opt);
+}
+
+json bench_options() {
+  BenchProtocol p;
+  p.time_cap_s = 2.0;
+  p.max_rounds = 60;
+  return {{"benchmark", bench_request({{8, 4096, DType::kFloat32},
+                                       {16384, 4096, DType::kBFloat16},
+                                       {4096, 4099, DType::kFloat16}},
+                                      p, "")}};
+}
+
+TEST(GpuBenchTest, BaselineBenchmarkPassesBothGatesWithAllSamplesAndChecks) {
+  const GpuRunResult r = run_mode("benchmark", "baseline", bench_options());
+  ASSERT_EQ(r.status, GateStatus::kPass) << gputest::describe(r);
+  const json& b = r.result.at("benchmark");
+  const GateResult bench = benchmark_gate(b);
+  const GateResult roof = roofline_gate(b);
+  EXPECT_EQ(bench.status, GateStatus::kPass) << bench.reason;
+  EXPECT_EQ(roof.status, GateStatus::kPass) << roof.reason;
+  const double ceiling = roof.evidence["copy_ceiling_tbps"].get<double>();
+  EXPECT_GT(ceiling, 1.0);
+  EXPECT_LT(ceiling, 10.0);
+  for (const json& shape : b["shapes"]) {
+    ASSERT_EQ(shape["states"].size(), 2u) << shape.dump();
+    for (const json& st : shape["states"]) {
+      for (const char* k : {"candidate_kernel", "baseline_kernel", "reference_kernel", "aa_kernel",
+                            "candidate_wrapper", "baseline_wrapper"}) {
+        EXPECT_EQ(st["samples"][k].size(), 2 * st["rounds"].get<std::size_t>()) << k;
+      }
+      EXPECT_FALSE(st["output_checks"].empty());
+    }
+  }
+  EXPECT_EQ(b["raw_samples_sha256"].get<std::string>().size(), 64u);
+  std::printf("%s\n", roof.evidence["by_class"].dump().c_str());
+}
+
+TEST(GpuBenchTest, WrongTimedOutputFailsTheBenchmarkGate) {
+  // p6 ignores the weight: its timed outputs differ from the reference's (weights in [0.5, 1.5)).
+  const GpuRunResult r = run_mode("benchmark", "corpus/p6_ignores_weight", bench_options());
+  ASSERT_TRUE(r.result.contains("benchmark")) << gputest::describe(r);
+  EXPECT_EQ(benchmark_gate(r.result["benchmark"]).status, GateStatus::kFail);
+}
+
+TEST(GpuBenchTest, PcsampleReportsStallReasonsAndSourceLines) {
+  const GpuRunResult r =
+      run_mode("pcsample", "baseline",
+               {{"pcsample", {{"shape", {{"rows", 16384}, {"h", 4096}, {"dtype", "bfloat16"}}}}}});
+  ASSERT_TRUE(r.result.contains("pcsample")) << gputest::describe(r);
+  const json& p = r.result["pcsample"];
+  ASSERT_EQ(p["status"], "ok") << p.dump(1);
+  EXPECT_GT(p["total_samples"].get<std::uint64_t>(), 0u);
+  ASSERT_FALSE(p["stall_reasons"].empty());
+  for (const auto& [name, n] : p["stall_reasons"].items()) {
+    EXPECT_EQ(name.rfind("smsp__pcsamp_warps_issue_stalled_", 0), 0u) << name;
+  }
+  bool has_line = false;
+  for (const json& pc : p["top_pcs"])
+    has_line |= pc["line"].get<int>() > 0;
+  EXPECT_TRUE(has_line) << p["top_pcs"].dump(1);
+}
+
+} // namespace
+} // namespace kloop::evaluator::perf

@@ -1,0 +1,133 @@
+// Unit tests of the benchmark and roofline gates (evaluator/perf_gates.h) on canned worker
+// benchmark results with synthetic samples.
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "evaluator/perf_gates.h"
+
+namespace kloop::evaluator::perf {
+namespace {
+
+using nlohmann::json;
+
+std::vector<double> noisy(double center, int n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> d(center, center * 0.01);
+  std::vector<double> v;
+  for (int i = 0; i < n; ++i)
+    v.push_back(d(rng));
+  return v;
+}
+
+// One shape with a cold state; the candidate takes cand_ms, the baseline base_ms.
+json shape(std::int64_t rows, std::int64_t h, const char* dtype, double cand_ms, double base_ms) {
+  return {{"rows", rows},
+          {"h", h},
+          {"dtype", dtype},
+          {"shape_class", "streaming"},
+          {"states",
+           {{{"state", "cold"},
+             {"rounds", 40},
+             {"stop", "noise"},
+             {"input_sets", 1},
+             {"samples",
+              {{"candidate_kernel", noisy(cand_ms, 80, 1)},
+               {"baseline_kernel", noisy(base_ms, 80, 2)},
+               {"aa_kernel", noisy(base_ms, 80, 3)},
+               {"reference_kernel", noisy(base_ms * 3, 80, 4)},
+               {"candidate_wrapper", noisy(cand_ms + 0.004, 80, 5)}}},
+             {"batches", {{{"first_round", 0}, {"last_round", 7}, {"throttled", true}}}},
+             {"output_checks", {{{"round", 3}, {"pass", true}}}}}}}};
+}
+
+json result(json shapes) {
+  return {{"device", {{"name", "NVIDIA H200"}, {"l2_bytes", 60LL << 20}}},
+          {"copy_ceiling", {{"bytes", 1LL << 30}, {"time_ms", 0.510}}},
+          {"shapes", std::move(shapes)}};
+}
+
+TEST(PerfGatesTest, FasterCandidateIsDecidedFasterWithNoiseFloorAndClasses) {
+  // 65536x4096 bf16: 1 GiB unique bytes; 0.30 ms cold is 3.58 TB/s (plausible), baseline 0.36 ms.
+  const json r = result({shape(65536, 4096, "bfloat16", 0.30, 0.36)});
+  const GateResult g = benchmark_gate(r);
+  ASSERT_EQ(g.status, GateStatus::kPass) << g.reason;
+  const json& s = g.evidence["shapes"][0]["states"][0];
+  EXPECT_EQ(s["decision"], "faster");
+  EXPECT_NEAR(s["vs_baseline"]["ratio"].get<double>(), 0.30 / 0.36, 0.01);
+  EXPECT_LT(s["noise_floor"].get<double>(), 0.05);
+  EXPECT_EQ(s["throttled_batches"], 1);
+  EXPECT_TRUE(s.contains("candidate_wrapper_median_ms"));
+  EXPECT_EQ(g.evidence["summary"]["faster"], 1);
+  EXPECT_EQ(g.evidence["shapes"][0]["shape_class"], "streaming");
+}
+
+TEST(PerfGatesTest, TimedOutputMismatchFailsTheBenchmark) {
+  json r = result({shape(8, 4096, "float32", 0.004, 0.004)});
+  r["shapes"][0]["states"][0]["output_checks"] = {
+      {{"round", 5}, {"pass", false}, {"detail", "max_abs_err 3.2"}}};
+  const GateResult g = benchmark_gate(r);
+  EXPECT_EQ(g.status, GateStatus::kFail);
+  EXPECT_NE(g.reason.find("round 5"), std::string::npos) << g.reason;
+}
+
+TEST(PerfGatesTest, MalformedWorkerResultIsInfraError) {
+  EXPECT_THROW(benchmark_gate(json::object()), InfraError);
+  json r = result({shape(8, 4096, "float32", 0.004, 0.004)});
+  r["shapes"][0]["states"][0]["samples"].erase("baseline_kernel");
+  EXPECT_THROW(benchmark_gate(r), InfraError);
+  EXPECT_THROW(roofline_gate(json{{"shapes", json::array()}}), InfraError);
+}
+
+TEST(PerfGatesTest, RooflineReportsFractionOfCeilingPerClass) {
+  const json r = result(
+      {shape(65536, 4096, "bfloat16", 0.30, 0.36), shape(65536, 128, "float32", 0.05, 0.06)});
+  const GateResult g = roofline_gate(r);
+  ASSERT_EQ(g.status, GateStatus::kPass) << g.reason;
+  const double ceiling = g.evidence["copy_ceiling_tbps"].get<double>();
+  EXPECT_NEAR(ceiling, 4.21, 0.01);
+  const json& st = g.evidence["shapes"][0]["states"][0];
+  const double unique = (2.0 * 65536 * 4096 + 4096) * 2;
+  const double t_ms = st["median_ms"].get<double>();
+  EXPECT_NEAR(t_ms, 0.30, 0.003);
+  EXPECT_NEAR(st["effective_tbps"].get<double>(), unique / (t_ms * 1e-3) / 1e12, 1e-9);
+  EXPECT_NEAR(st["fraction_of_ceiling"].get<double>(), st["effective_tbps"].get<double>() / ceiling,
+              1e-9);
+  EXPECT_EQ(g.evidence["by_class"]["streaming"]["shapes"], 1);
+  EXPECT_EQ(g.evidence["by_class"]["narrow"]["shapes"], 1);
+}
+
+TEST(PerfGatesTest, FasterThanTheCopyCeilingIsAFailureNotARecord) {
+  // 1 GiB of cold streaming traffic in 0.15 ms would be ~7 TB/s, above 4.2 TB/s * 1.05.
+  const GateResult g = roofline_gate(result({shape(65536, 4096, "bfloat16", 0.15, 0.36)}));
+  EXPECT_EQ(g.status, GateStatus::kFail);
+  EXPECT_NE(g.reason.find("copy ceiling"), std::string::npos) << g.reason;
+}
+
+TEST(PerfGatesTest, MeasuredDramIsKeptBesideTheLogicalFigure) {
+  json r = result({shape(65536, 4096, "bfloat16", 0.30, 0.36)});
+  r["shapes"][0]["ncu"] = {{"dram_bytes_read", 536870912}, {"dram_bytes_write", 536870912}};
+  const GateResult g = roofline_gate(r);
+  EXPECT_EQ(g.evidence["shapes"][0]["measured_dram"]["dram_bytes_read"], 536870912);
+  EXPECT_TRUE(g.evidence["shapes"][0]["logical_bytes"].contains("unique"));
+}
+
+TEST(PerfGatesTest, BenchRequestCarriesShapeClassesAndProtocol) {
+  const json req = bench_request({{8, 4096, DType::kBFloat16}, {32768, 1009, DType::kFloat16}},
+                                 BenchProtocol{}, "/tmp/raw.json");
+  EXPECT_EQ(req["shapes"][0]["shape_class"], "launch_bound");
+  EXPECT_EQ(req["shapes"][1]["shape_class"], "odd");
+  EXPECT_EQ(req["protocol"]["target_rel_half_width"], 0.01);
+  EXPECT_EQ(req["copy_ceiling_bytes"], 1LL << 30);
+}
+
+TEST(PerfGatesTest, NotRunNamesBothGates) {
+  const auto gates = not_run("no device");
+  ASSERT_EQ(gates.size(), 2u);
+  EXPECT_EQ(gates[0].name, "benchmark");
+  EXPECT_EQ(gates[1].name, "roofline");
+  EXPECT_EQ(gates[1].status, GateStatus::kNotRun);
+}
+
+} // namespace
+} // namespace kloop::evaluator::perf

@@ -1,0 +1,160 @@
+// Unit tests of the sanitizer gate's decisions (evaluator/sanitizer.h): judging tool runs, the
+// shared-memory poisoning verdict, and run_gate with a fake process runner.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "evaluator/gpu_runner.h"
+#include "evaluator/sanitizer.h"
+
+namespace kloop::evaluator::sanitizer {
+namespace {
+
+std::string fixture(const std::string& name) {
+  std::ifstream in(std::string(KLOOP_PERF_FIXTURES) + "/" + name);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+ToolCall call_with(int exit_code, bool timed_out = false) {
+  ToolCall c;
+  c.argv = {"/cs", "--tool", "memcheck"};
+  c.exit_code = exit_code;
+  c.timed_out = timed_out;
+  c.wall_ms = 12;
+  return c;
+}
+
+const nlohmann::json kOk = {{"status", "pass"}};
+
+nlohmann::json poison(bool identical, bool correct) {
+  return {{"status", "pass"},
+          {"poison",
+           {{"patterns", {"0xdeadbeef", "0x7fc00001"}},
+            {"cases", {{{"case", "bf16 4099"}, {"identical", identical}, {"correct", correct}}}}}}};
+}
+
+TEST(SanitizerGateTest, CleanRunNeedsExitZeroZeroSummaryAndWorkerSuccess) {
+  EXPECT_EQ(judge_tool_run("memcheck", call_with(0), fixture("clean.txt"), kOk).outcome,
+            ToolOutcome::kClean);
+  EXPECT_EQ(
+      judge_tool_run("memcheck", call_with(0), fixture("clean.txt"), {{"status", "fail"}}).outcome,
+      ToolOutcome::kUnexplained);
+}
+
+TEST(SanitizerGateTest, HazardsKeepHashAndNameTheLine) {
+  const std::string text = fixture("racecheck_missing_barrier.txt");
+  const ToolRun r = judge_tool_run("racecheck", call_with(kErrorExitCode), text, kOk);
+  EXPECT_EQ(r.outcome, ToolOutcome::kHazards);
+  EXPECT_NE(r.reason.find("kernel.cu:30"), std::string::npos) << r.reason;
+  EXPECT_EQ(r.report_sha256.size(), 64u);
+  EXPECT_EQ(r.report_text, text);
+  EXPECT_EQ(r.to_json()["hazard_count"], 2);
+}
+
+TEST(SanitizerGateTest, UnparsedErrorsAreUnexplained) {
+  const ToolRun r =
+      judge_tool_run("memcheck", call_with(kErrorExitCode), fixture("unknown_kind.txt"), kOk);
+  EXPECT_EQ(r.outcome, ToolOutcome::kUnexplained);
+  EXPECT_NE(r.reason.find("unexplained"), std::string::npos);
+  EXPECT_EQ(judge_tool_run("memcheck", call_with(1), "", kOk).outcome, ToolOutcome::kUnexplained);
+}
+
+TEST(SanitizerGateTest, DeadlineAndWorkerInfraFailureAreNotHazards) {
+  EXPECT_EQ(judge_tool_run("racecheck", call_with(-1, true), "", kOk).outcome,
+            ToolOutcome::kTimeout);
+  EXPECT_EQ(judge_tool_run("racecheck", call_with(kGpuWorkerInternal), "", nullptr).outcome,
+            ToolOutcome::kInfraError);
+  EXPECT_EQ(judge_tool_run("racecheck", call_with(kGpuWorkerNoDevice), "", nullptr).outcome,
+            ToolOutcome::kNotRun);
+}
+
+TEST(SanitizerGateTest, PoisonMismatchOrWrongResultFails) {
+  EXPECT_EQ(judge_poison(poison(true, true)), "");
+  EXPECT_NE(judge_poison(poison(false, true)).find("uninitialised shared"), std::string::npos);
+  EXPECT_NE(judge_poison(poison(true, false)).find("wrong result"), std::string::npos);
+  EXPECT_FALSE(judge_poison(kOk).empty());
+}
+
+TEST(SanitizerGateTest, GateFailsOnHazardsOrPoisonAndPassesWhenAllClean) {
+  std::vector<ToolRun> clean;
+  for (auto tool : kTools) {
+    clean.push_back(judge_tool_run(tool, call_with(0), fixture("clean.txt"), kOk));
+  }
+  const GateResult pass = gate_from_runs(clean, "2025.3.1.0", poison(true, true));
+  EXPECT_EQ(pass.status, GateStatus::kPass) << pass.reason;
+  EXPECT_EQ(pass.evidence["tools"].size(), 4u);
+  EXPECT_EQ(pass.evidence["tool_version"], "2025.3.1.0");
+  EXPECT_EQ(gate_from_runs(clean, "v", poison(false, true)).status, GateStatus::kFail);
+  auto with_race = clean;
+  with_race[1] = judge_tool_run("racecheck", call_with(kErrorExitCode),
+                                fixture("racecheck_missing_barrier.txt"), kOk);
+  EXPECT_EQ(gate_from_runs(with_race, "v", poison(true, true)).status, GateStatus::kFail);
+}
+
+TEST(SanitizerGateTest, MissingToolIsNotRunWithReason) {
+  GateConfig config;
+  config.sanitizer_path = "";
+  int calls = 0;
+  const GateResult g = run_gate(
+      config,
+      [&](const auto&, const auto&) {
+        ++calls;
+        return ToolCall{};
+      },
+      nullptr);
+  EXPECT_EQ(g.status, GateStatus::kNotRun);
+  EXPECT_NE(g.reason.find("compute-sanitizer"), std::string::npos);
+  EXPECT_EQ(calls, 0);
+}
+
+TEST(SanitizerGateTest, RunGateRunsEveryToolWithErrorExitcodeAndKeepsReports) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("kloop-sanitizer-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  GateConfig config;
+  config.sanitizer_path = "/bin/true"; // executable; the fake runner never runs it
+  config.worker_argv = {"/w", "--request", "req.json"};
+  config.work_dir = dir.string();
+  config.worker_result_path = (dir / "result.json").string();
+  std::vector<std::vector<std::string>> seen;
+  auto runner = [&](const std::vector<std::string>& argv, const SubprocessOptions&) {
+    seen.push_back(argv);
+    ToolCall c;
+    c.argv = argv;
+    c.exit_code = 0;
+    if (argv.size() == 2) {
+      c.stdout_text = fixture("version.txt");
+      return c;
+    }
+    const std::string tool = argv[2];
+    const std::string log = argv[6];
+    std::ofstream(log) << (tool == "racecheck" ? fixture("racecheck_missing_barrier.txt")
+                                               : fixture("clean.txt"));
+    std::ofstream(config.worker_result_path) << poison(true, true).dump();
+    if (tool == "racecheck") c.exit_code = kErrorExitCode;
+    return c;
+  };
+  std::map<std::string, std::string> reports;
+  const GateResult g = run_gate(config, runner, &reports);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(seen.size(), 5u); // --version + four tools
+  EXPECT_EQ(seen[1][1], "--tool");
+  EXPECT_EQ(seen[1][3], "--error-exitcode");
+  EXPECT_EQ(seen[1][4], std::to_string(kErrorExitCode));
+  EXPECT_EQ(seen[1].back(), "req.json");
+  EXPECT_EQ(g.status, GateStatus::kFail);
+  EXPECT_NE(g.reason.find("racecheck"), std::string::npos) << g.reason;
+  EXPECT_EQ(reports.size(), 4u);
+  EXPECT_NE(reports["racecheck"].find("Race reported"), std::string::npos);
+  EXPECT_EQ(g.evidence["tool_version"], "2025.3.1.0");
+  EXPECT_EQ(g.evidence["poison"]["status"], "pass");
+}
+
+} // namespace
+} // namespace kloop::evaluator::sanitizer

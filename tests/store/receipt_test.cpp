@@ -1,0 +1,141 @@
+// Receipts: payload filled from the store, null fields block signing, Ed25519 verification with
+// precise failures.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include "store/error.h"
+#include "store/hash.h"
+#include "store/jcs.h"
+#include "store/receipt.h"
+#include "store/store.h"
+#include "tests/store/fixture.h"
+
+namespace kloop::store {
+namespace {
+
+using testing::TempDir;
+
+struct Signed {
+  nlohmann::json receipt, registry;
+};
+
+Signed sign_fake(TempDir& t) {
+  Store st = Store::open(t.path());
+  const auto id = testing::write_fake_session(st, 2);
+  const KeyPair kp = generate_keypair();
+  return {sign_session_receipt(st, id, kp, "alice"), {{kp.key_id, kp.public_hex}}};
+}
+
+bool mentions(const std::string& msg, const std::string& what) {
+  return msg.find(what) != std::string::npos;
+}
+
+TEST(ReceiptTest, CompleteSessionSignsAndVerifies) {
+  TempDir t;
+  const Signed s = sign_fake(t);
+  const auto& p = s.receipt["payload"];
+  EXPECT_EQ(p["operator"], "weighted_rmsnorm");
+  EXPECT_EQ(p["status"], "promoted");
+  EXPECT_EQ(p["approval_identity"]["reviewer"], "alice");
+  EXPECT_EQ(p["target"]["gpu_uuid"], "GPU-1234");
+  EXPECT_EQ(p["correctness"]["status"], "pass");
+  EXPECT_TRUE(null_fields(p).empty());
+  const ReceiptCheck c = verify_receipt(s.receipt, s.registry);
+  EXPECT_TRUE(c.ok) << c.message;
+  Store st = Store::open(t.path());
+  EXPECT_EQ(st.load_session(1).receipts.size(), 1u);
+}
+
+TEST(ReceiptTest, OneChangedPayloadByteFailsWithHashMismatch) {
+  TempDir t;
+  Signed s = sign_fake(t);
+  std::string op = s.receipt["payload"]["operator"];
+  op[0] = 'W';
+  s.receipt["payload"]["operator"] = op;
+  const ReceiptCheck c = verify_receipt(s.receipt, s.registry);
+  EXPECT_FALSE(c.ok);
+  EXPECT_TRUE(mentions(c.message, "payload hash mismatch")) << c.message;
+}
+
+TEST(ReceiptTest, ChangedPayloadWithRecomputedHashFailsSignature) {
+  TempDir t;
+  Signed s = sign_fake(t);
+  s.receipt["payload"]["status"] = "promotec";
+  // Updating the recorded hash too does not help: the signature covers the payload bytes.
+  s.receipt["approval"]["canonical_payload_sha256"] =
+      sha256_hex(jcs_canonicalize(s.receipt["payload"]));
+  const ReceiptCheck c = verify_receipt(s.receipt, s.registry);
+  EXPECT_FALSE(c.ok);
+  EXPECT_TRUE(mentions(c.message, "signature does not verify")) << c.message;
+}
+
+TEST(ReceiptTest, OneChangedSignatureByteFailsSignatureCheck) {
+  TempDir t;
+  Signed s = sign_fake(t);
+  std::string sig = s.receipt["approval"]["signature"];
+  sig[10] = sig[10] == '0' ? '1' : '0';
+  s.receipt["approval"]["signature"] = sig;
+  const ReceiptCheck c = verify_receipt(s.receipt, s.registry);
+  EXPECT_FALSE(c.ok);
+  EXPECT_TRUE(mentions(c.message, "signature does not verify")) << c.message;
+}
+
+TEST(ReceiptTest, ChangedRegistryKeyFails) {
+  TempDir t;
+  Signed s = sign_fake(t);
+  const std::string id = s.receipt["approval"]["signing_key_id"];
+  std::string pub = s.registry[id];
+  pub[0] = pub[0] == 'a' ? 'b' : 'a';
+  s.registry[id] = pub;
+  const ReceiptCheck c = verify_receipt(s.receipt, s.registry);
+  EXPECT_FALSE(c.ok);
+  EXPECT_TRUE(mentions(c.message, "hashes to key id")) << c.message;
+  // Another valid key registered under the same id also fails.
+  s.registry[id] = generate_keypair().public_hex;
+  EXPECT_FALSE(verify_receipt(s.receipt, s.registry).ok);
+}
+
+TEST(ReceiptTest, UnknownKeyIdFails) {
+  TempDir t;
+  Signed s = sign_fake(t);
+  const KeyPair other = generate_keypair();
+  const ReceiptCheck c = verify_receipt(s.receipt, {{other.key_id, other.public_hex}});
+  EXPECT_FALSE(c.ok);
+  EXPECT_TRUE(mentions(c.message, "not in the key registry")) << c.message;
+}
+
+TEST(ReceiptTest, NullFieldRefusesToSignAndListsTheFields) {
+  TempDir t;
+  Store st = Store::open(t.path());
+  const auto id =
+      testing::write_fake_session(st, 1, "offline", "builtin-v1", /*with_device=*/false);
+  const KeyPair kp = generate_keypair();
+  try {
+    sign_session_receipt(st, id, kp, "alice");
+    FAIL() << "signed a receipt with null fields";
+  } catch (const StoreError& e) {
+    EXPECT_TRUE(mentions(e.what(), "target.gpu_uuid")) << e.what();
+    EXPECT_TRUE(mentions(e.what(), "target.driver")) << e.what();
+    EXPECT_TRUE(mentions(e.what(), "block signing")) << e.what();
+  }
+  EXPECT_TRUE(st.load_session(id).receipts.empty());
+}
+
+TEST(ReceiptTest, KeyFileIsPrivateAndRoundTrips) {
+  TempDir t;
+  const KeyPair kp = generate_keypair();
+  const std::string path = t.path() + "/k.json";
+  write_secret_key(path, kp);
+  struct stat sb {};
+  ASSERT_EQ(::stat(path.c_str(), &sb), 0);
+  EXPECT_EQ(sb.st_mode & 0777, 0600u);
+  const KeyPair back = read_secret_key(path);
+  EXPECT_EQ(back.public_hex, kp.public_hex);
+  EXPECT_EQ(back.key_id.size(), 16u);
+  EXPECT_EQ(back.key_id, key_id_of(kp.public_hex));
+  EXPECT_THROW(write_secret_key(path, kp), StoreError); // never overwrites
+}
+
+} // namespace
+} // namespace kloop::store

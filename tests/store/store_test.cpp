@@ -1,0 +1,192 @@
+// Store schema, blobs, transactions, sessions, resume and verify (CPU only, temp directories).
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "store/blobs.h"
+#include "store/error.h"
+#include "store/hash.h"
+#include "store/schema.h"
+#include "store/store.h"
+#include "tests/store/fixture.h"
+
+namespace kloop::store {
+namespace {
+
+using testing::TempDir;
+
+std::int64_t count_rows(const std::string& dir, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2((dir + "/kloop.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr);
+  std::int64_t n = -1;
+  if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return n;
+}
+
+TEST(StoreTest, OpenCreatesSchemaWithWalForeignKeysAndApplicationId) {
+  TempDir t;
+  const std::string dir = t.path() + "/s";
+  { Store st = Store::open(dir); }
+  EXPECT_EQ(count_rows(dir, "PRAGMA user_version"), schema_version());
+  EXPECT_EQ(count_rows(dir, "PRAGMA application_id"), kApplicationId);
+  EXPECT_GE(count_rows(dir, "SELECT count(*) FROM sqlite_master WHERE type='table'"), 15);
+  Store st = Store::open(dir); // reopening an existing store works
+  EXPECT_TRUE(st.list_sessions().empty());
+}
+
+TEST(StoreTest, BlobsAreContentAddressedDeduplicatedAndRehashedOnRead) {
+  TempDir t;
+  BlobStore blobs(t.path() + "/blobs");
+  const std::string sha = blobs.put("hello");
+  EXPECT_EQ(sha, sha256_hex("hello"));
+  EXPECT_EQ(blobs.path(sha), t.path() + "/blobs/" + sha.substr(0, 2) + "/" + sha.substr(2));
+  EXPECT_EQ(blobs.put("hello"), sha);
+  EXPECT_EQ(blobs.get(sha), "hello");
+  std::filesystem::permissions(blobs.path(sha), std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::add);
+  std::ofstream(blobs.path(sha), std::ios::binary) << "hellO";
+  EXPECT_EQ(blobs.check(sha), BlobState::kAltered);
+  EXPECT_THROW(blobs.get(sha), StoreError);
+  EXPECT_EQ(blobs.put("hello"), sha); // a put repairs an altered copy
+  EXPECT_EQ(blobs.check(sha), BlobState::kOk);
+  std::filesystem::remove(blobs.path(sha));
+  EXPECT_EQ(blobs.check(sha), BlobState::kMissing);
+  try {
+    blobs.get(sha);
+    FAIL() << "missing blob returned";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
+  }
+}
+
+TEST(StoreTest, UncommittedStepRollsBackEverything) {
+  TempDir t;
+  Store st = Store::open(t.path());
+  SessionRecord s{.operator_name = "weighted_rmsnorm", .provider = "offline"};
+  st.create_session(s);
+  {
+    auto step = st.begin_step();
+    IterationRecord it{.session_id = s.id, .index = 0};
+    step.add_iteration(it);
+    CandidateRecord c{.iteration_id = it.id, .source_sha256 = step.put_blob("src")};
+    step.add_candidate(c);
+  } // no commit
+  EXPECT_EQ(count_rows(t.path(), "SELECT count(*) FROM iterations"), 0);
+  EXPECT_EQ(count_rows(t.path(), "SELECT count(*) FROM candidates"), 0);
+  EXPECT_EQ(count_rows(t.path(), "SELECT count(*) FROM blobs"), 0);
+}
+
+TEST(StoreTest, ReferenceToBlobNeverPutIsRejected) {
+  TempDir t;
+  Store st = Store::open(t.path());
+  SessionRecord s{.operator_name = "weighted_rmsnorm"};
+  st.create_session(s);
+  auto step = st.begin_step();
+  IterationRecord it{.session_id = s.id, .index = 0};
+  step.add_iteration(it);
+  PromptRecord p{.iteration_id = it.id, .role = "full", .blob_sha256 = std::string(64, 'e')};
+  EXPECT_THROW(step.add_prompt(p), StoreError);
+}
+
+TEST(StoreTest, FakeSessionRoundTripsThroughLoadSession) {
+  TempDir t;
+  Store st = Store::open(t.path());
+  const auto id = testing::write_fake_session(st, 3);
+  const SessionDetail d = st.load_session(id);
+  EXPECT_EQ(d.session.provider, "offline");
+  EXPECT_EQ(d.session.status, SessionStatus::kCompleted);
+  ASSERT_EQ(d.iterations.size(), 3u);
+  const auto& c0 = d.iterations[0].candidates.at(0);
+  EXPECT_EQ(c0.gates.size(), static_cast<std::size_t>(testing::kGatesPerCandidate));
+  EXPECT_EQ(c0.gate("correctness")->status, GateCode::kFail);
+  EXPECT_EQ(c0.tool_calls.at(0).argv.at(2), "memcheck");
+  EXPECT_EQ(st.blob(c0.candidate.source_sha256), "// kernel 0\n");
+  ASSERT_NE(d.best_candidate(), nullptr);
+  EXPECT_EQ(d.best_candidate()->candidate.id, d.iterations[2].candidates[0].candidate.id);
+  EXPECT_EQ(d.tokens(), 3 * 150);
+  const auto list = st.list_sessions();
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].iterations, 3);
+  EXPECT_DOUBLE_EQ(*list[0].best_speedup, 1.5);
+  EXPECT_EQ(list[0].decision, Decision::kPromoted);
+  EXPECT_EQ(d.to_json()["iterations"][0]["candidates"][0]["failing_cases"].size(), 1u);
+}
+
+TEST(StoreTest, SessionOfDeadOwnerBecomesInterruptedAndResumes) {
+  TempDir t;
+  std::int64_t id = 0;
+  {
+    Store st = Store::open(t.path());
+    SessionRecord s{.operator_name = "weighted_rmsnorm",
+                    .budget = 5,
+                    .seed = 7,
+                    .params = {{"base_url", "http://x"}}};
+    id = st.create_session(s);
+    testing::write_fake_iteration(st, id, 0, false);
+    testing::write_fake_iteration(st, id, 1, false);
+  }
+  // Pretend the owner was a pid that no longer exists.
+  {
+    sqlite3* db = nullptr;
+    sqlite3_open((t.path() + "/kloop.db").c_str(), &db);
+    sqlite3_exec(db, "UPDATE sessions SET owner_pid = 999999999", nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+  }
+  Store st = Store::open(t.path());
+  EXPECT_EQ(st.load_session(id).session.status, SessionStatus::kInterrupted);
+  const ResumeInfo info = st.resume_session(id);
+  EXPECT_EQ(info.last_committed_iteration, 1);
+  EXPECT_EQ(info.committed_iterations, 2);
+  EXPECT_EQ(info.session.seed, 7);
+  EXPECT_EQ(info.session.params["base_url"], "http://x");
+  EXPECT_EQ(st.load_session(id).session.status, SessionStatus::kRunning);
+  EXPECT_THROW(st.resume_session(id), StoreError); // we own it now and are alive
+}
+
+TEST(StoreTest, LiveOwnerSessionStaysRunning) {
+  TempDir t;
+  Store st = Store::open(t.path());
+  SessionRecord s{.operator_name = "weighted_rmsnorm"};
+  st.create_session(s);
+  Store again = Store::open(t.path());
+  EXPECT_EQ(again.load_session(s.id).session.status, SessionStatus::kRunning);
+}
+
+TEST(StoreTest, VerifyReportsMissingAndAlteredBlobs) {
+  TempDir t;
+  Store st = Store::open(t.path());
+  const auto id = testing::write_fake_session(st, 1);
+  EXPECT_TRUE(st.verify().ok());
+  const auto d = st.load_session(id);
+  const auto& c = d.iterations[0].candidates[0].candidate;
+  std::filesystem::remove(st.blobs().path(c.source_sha256));
+  const std::string mpath = st.blobs().path(c.manifest_sha256);
+  std::filesystem::permissions(mpath, std::filesystem::perms::owner_write,
+                               std::filesystem::perm_options::add);
+  std::ofstream(mpath, std::ios::binary | std::ios::app) << " ";
+  const VerifyReport rep = st.verify();
+  EXPECT_FALSE(rep.ok());
+  EXPECT_EQ(rep.missing, std::vector<std::string>{c.source_sha256});
+  EXPECT_EQ(rep.altered, std::vector<std::string>{c.manifest_sha256});
+  EXPECT_EQ(rep.integrity, "ok");
+}
+
+TEST(StoreTest, UnknownSessionIdIsAClearError) {
+  TempDir t;
+  Store st = Store::open(t.path());
+  try {
+    st.load_session(42);
+    FAIL();
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("no session 42"), std::string::npos) << e.what();
+  }
+}
+
+} // namespace
+} // namespace kloop::store

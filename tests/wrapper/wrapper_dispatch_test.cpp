@@ -1,0 +1,190 @@
+// The trusted wrapper's dispatch predicate and launch plan on HostTensor metadata (no device).
+#include <gtest/gtest.h>
+
+#include "kernels/rmsnorm/wrapper.h"
+
+namespace kloop::rmsnorm {
+namespace {
+
+constexpr std::uintptr_t kBase = 0x7f0000000000; // a 256-byte-aligned "device" address
+
+Manifest manifest_all(int align = 16) {
+  Manifest m;
+  m.entry_points = {{DType::kFloat32, "f"}, {DType::kFloat16, "h"}, {DType::kBFloat16, "b"}};
+  m.dispatch.alignment_bytes = align;
+  return m;
+}
+
+CallGeometry geom(const HostTensor& x, const HostTensor& w, std::uintptr_t x_shift = 0,
+                  std::uintptr_t y_shift = 0) {
+  const std::uintptr_t es = x.element_bytes();
+  return call_geometry(x, w, kBase + x_shift + x.offset() * es, kBase + 0x100000,
+                       kBase + 0x200000 + y_shift);
+}
+
+TEST(WrapperDispatchTest, ContiguousAlignedCallRunsTheCandidate) {
+  const HostTensor x = HostTensor::zeros({8, 4096}, DType::kBFloat16);
+  const HostTensor w = HostTensor::zeros({4096}, DType::kBFloat16);
+  const DispatchDecision d = decide_dispatch(manifest_all(), geom(x, w), DeviceInfo{});
+  EXPECT_EQ(d.route, Route::kCandidate) << d.why;
+  EXPECT_TRUE(d.why.empty());
+}
+
+TEST(WrapperDispatchTest, EmptyOuterDimensionLaunchesNothing) {
+  const HostTensor x = HostTensor::zeros({3, 0, 4096}, DType::kBFloat16);
+  const HostTensor w = HostTensor::zeros({4096}, DType::kBFloat16);
+  EXPECT_EQ(decide_dispatch(manifest_all(), geom(x, w), DeviceInfo{}).route, Route::kNoLaunch);
+}
+
+TEST(WrapperDispatchTest, DtypeWithoutEntryPointGoesToTheReference) {
+  Manifest m = manifest_all();
+  m.entry_points.erase(DType::kFloat16);
+  const HostTensor x = HostTensor::zeros({2, 64}, DType::kFloat16);
+  const HostTensor w = HostTensor::zeros({64}, DType::kFloat16);
+  const DispatchDecision d = decide_dispatch(m, geom(x, w), DeviceInfo{});
+  EXPECT_EQ(d.route, Route::kReference);
+  EXPECT_NE(d.why.find("float16"), std::string::npos) << d.why;
+}
+
+TEST(WrapperDispatchTest, Sm90aTargetRunsOnlyOnComputeCapability90) {
+  Manifest m = manifest_all();
+  m.target = "sm_90a";
+  const HostTensor x = HostTensor::zeros({2, 64}, DType::kFloat32);
+  const HostTensor w = HostTensor::zeros({64}, DType::kFloat32);
+  EXPECT_EQ(decide_dispatch(m, geom(x, w), DeviceInfo{9, 0}).route, Route::kCandidate);
+  const DispatchDecision d = decide_dispatch(m, geom(x, w), DeviceInfo{10, 0});
+  EXPECT_EQ(d.route, Route::kReference);
+  EXPECT_NE(d.why.find("sm_90a"), std::string::npos) << d.why;
+}
+
+TEST(WrapperDispatchTest, WidthOutsideRangeOrNotAMultipleGoesToTheReference) {
+  Manifest m = manifest_all();
+  m.dispatch.h_min = 128;
+  m.dispatch.h_max = 8192;
+  m.dispatch.h_multiple_of = 128;
+  const DeviceInfo dev;
+  for (std::int64_t h : {64, 1009, 4099, 16384}) {
+    const HostTensor x = HostTensor::zeros({2, h}, DType::kFloat32);
+    const HostTensor w = HostTensor::zeros({h}, DType::kFloat32);
+    EXPECT_EQ(decide_dispatch(m, geom(x, w), dev).route, Route::kReference) << "H=" << h;
+  }
+  const HostTensor x = HostTensor::zeros({2, 4096}, DType::kFloat32);
+  const HostTensor w = HostTensor::zeros({4096}, DType::kFloat32);
+  EXPECT_EQ(decide_dispatch(m, geom(x, w), dev).route, Route::kCandidate);
+}
+
+TEST(WrapperDispatchTest, TransposedInputGoesToTheReference) {
+  const HostTensor x = HostTensor::zeros({64, 8}, DType::kFloat32).t(); // [8, 64], strides (1, 8)
+  const HostTensor w = HostTensor::zeros({64}, DType::kFloat32);
+  const DispatchDecision d = decide_dispatch(manifest_all(4), geom(x, w), DeviceInfo{});
+  EXPECT_EQ(d.route, Route::kReference);
+  EXPECT_NE(d.why.find("last-dimension stride"), std::string::npos) << d.why;
+}
+
+TEST(WrapperDispatchTest, OuterDimensionsThatDoNotCollapseGoToTheReference) {
+  // qkv = [4, 6144]; x = qkv[:, :2048].view(4, 16, 128): strides (6144, 128, 1) -> no one stride.
+  const HostTensor qkv = HostTensor::zeros({4, 6144}, DType::kBFloat16);
+  const HostTensor x = qkv.as_strided({4, 16, 128}, {6144, 128, 1}, 0);
+  const HostTensor w = HostTensor::zeros({128}, DType::kBFloat16);
+  const DispatchDecision d = decide_dispatch(manifest_all(2), geom(x, w), DeviceInfo{});
+  EXPECT_EQ(d.route, Route::kReference);
+  EXPECT_NE(d.why.find("collapse"), std::string::npos) << d.why;
+}
+
+TEST(WrapperDispatchTest, SlicedRowsRunOnAnyStrideButNotOnContiguousRows) {
+  const HostTensor buf = HostTensor::zeros({4, 6144}, DType::kBFloat16);
+  const HostTensor x = buf.slice(1, 0, 2048); // row stride 6144
+  const HostTensor w = HostTensor::zeros({2048}, DType::kBFloat16);
+  Manifest m = manifest_all(2);
+  EXPECT_EQ(decide_dispatch(m, geom(x, w), DeviceInfo{}).route, Route::kCandidate);
+  m.dispatch.x_rows = RowLayout::kContiguous;
+  const DispatchDecision d = decide_dispatch(m, geom(x, w), DeviceInfo{});
+  EXPECT_EQ(d.route, Route::kReference);
+  EXPECT_NE(d.why.find("row stride is 6144"), std::string::npos) << d.why;
+}
+
+TEST(WrapperDispatchTest, StorageOffsetBreaksSixteenByteAlignmentButNotTwo) {
+  // x = buf[1:].view(4, 2048) in fp16: 2-byte aligned (CASES.md P8).
+  const HostTensor buf = HostTensor::zeros({4 * 2048 + 1}, DType::kFloat16);
+  const HostTensor x = buf.as_strided({4, 2048}, {2048, 1}, 1);
+  const HostTensor w = HostTensor::zeros({2048}, DType::kFloat16);
+  const DispatchDecision d = decide_dispatch(manifest_all(16), geom(x, w), DeviceInfo{});
+  EXPECT_EQ(d.route, Route::kReference);
+  EXPECT_NE(d.why.find("x address"), std::string::npos) << d.why;
+  EXPECT_EQ(decide_dispatch(manifest_all(2), geom(x, w), DeviceInfo{}).route, Route::kCandidate);
+}
+
+TEST(WrapperDispatchTest, RowStrideInBytesMustMeetTheAlignment) {
+  const HostTensor x = HostTensor::zeros({7, 769}, DType::kFloat16); // 1538-byte rows
+  const HostTensor w = HostTensor::zeros({769}, DType::kFloat16);
+  const DispatchDecision d = decide_dispatch(manifest_all(16), geom(x, w), DeviceInfo{});
+  EXPECT_EQ(d.route, Route::kReference);
+  EXPECT_NE(d.why.find("row stride in bytes"), std::string::npos) << d.why;
+  // A single row has no row stride to align.
+  const HostTensor one = HostTensor::zeros({1, 769}, DType::kFloat16);
+  EXPECT_EQ(decide_dispatch(manifest_all(2), geom(one, w), DeviceInfo{}).route, Route::kCandidate);
+}
+
+TEST(WrapperDispatchTest, MisalignedOutputAddressGoesToTheReference) {
+  const HostTensor x = HostTensor::zeros({2, 256}, DType::kFloat32);
+  const HostTensor w = HostTensor::zeros({256}, DType::kFloat32);
+  const DispatchDecision d = decide_dispatch(manifest_all(16), geom(x, w, 0, 4), DeviceInfo{});
+  EXPECT_EQ(d.route, Route::kReference);
+  EXPECT_NE(d.why.find("y address"), std::string::npos) << d.why;
+}
+
+TEST(WrapperDispatchTest, NonContiguousWeightGoesToTheReference) {
+  const HostTensor x = HostTensor::zeros({2, 64}, DType::kFloat32);
+  const HostTensor wbuf = HostTensor::zeros({128}, DType::kFloat32);
+  const HostTensor w = wbuf.as_strided({64}, {2}, 0);
+  const DispatchDecision d = decide_dispatch(manifest_all(4), geom(x, w), DeviceInfo{});
+  EXPECT_EQ(d.route, Route::kReference);
+  EXPECT_NE(d.why.find("weight"), std::string::npos) << d.why;
+}
+
+TEST(WrapperLaunchPlanTest, PerRowsLaunchesCeilRowsOverRowsPerBlock) {
+  Manifest m = manifest_all();
+  m.launch.rows_per_block = 4;
+  const HostTensor x = HostTensor::zeros({217, 96}, DType::kFloat32);
+  const HostTensor w = HostTensor::zeros({96}, DType::kFloat32);
+  const LaunchPlan p = plan_launch(m, geom(x, w), DeviceInfo{}, 0);
+  EXPECT_EQ(p.grid, 55);
+  EXPECT_EQ(p.block, 256);
+  EXPECT_FALSE(p.raise_smem_limit);
+}
+
+TEST(WrapperLaunchPlanTest, PersistentGridIsOccupancyTimesSmsCappedByRowBlocks) {
+  Manifest m = manifest_all();
+  m.launch.grid = GridKind::kPersistent;
+  const HostTensor big = HostTensor::zeros({65536, 8}, DType::kFloat32);
+  const HostTensor small = HostTensor::zeros({100, 8}, DType::kFloat32);
+  const HostTensor w = HostTensor::zeros({8}, DType::kFloat32);
+  DeviceInfo dev;
+  dev.sm_count = 132;
+  EXPECT_EQ(plan_launch(m, geom(big, w), dev, 4).grid, 528);
+  EXPECT_EQ(plan_launch(m, geom(small, w), dev, 4).grid, 100);
+  EXPECT_EQ(plan_launch(m, geom(big, w), dev, 0).grid, 0); // nothing fits: caller reports it
+}
+
+TEST(WrapperLaunchPlanTest, DynamicSharedMemoryOver48KiBRaisesTheLimit) {
+  Manifest m = manifest_all();
+  m.launch.smem_fixed_bytes = 1024;
+  m.launch.smem_bytes_per_h = 4;
+  const HostTensor w = HostTensor::zeros({16384}, DType::kFloat32);
+  const HostTensor x = HostTensor::zeros({1, 16384}, DType::kFloat32);
+  const LaunchPlan p = plan_launch(m, geom(x, w), DeviceInfo{}, 1);
+  EXPECT_EQ(p.dynamic_smem, 1024 + 4 * 16384);
+  EXPECT_TRUE(p.raise_smem_limit);
+}
+
+TEST(WrapperPathCountsTest, CountsEachRouteSeparately) {
+  PathCounts c;
+  c.add(Route::kCandidate);
+  c.add(Route::kCandidate);
+  c.add(Route::kReference);
+  c.add(Route::kNoLaunch);
+  EXPECT_EQ(c.to_json(), (nlohmann::json{{"candidate", 2}, {"reference", 1}, {"no_launch", 1}}));
+}
+
+} // namespace
+} // namespace kloop::rmsnorm
