@@ -2,7 +2,10 @@
 
 #include <fmt/core.h>
 
+#include "evaluator/build.h"
+#include "evaluator/candidate.h"
 #include "evaluator/pipeline.h"
+#include "kernels/rmsnorm/manifest.h"
 
 namespace kloop::agent {
 namespace {
@@ -86,6 +89,26 @@ DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progres
   if (options.no_sandbox) eo.build.sandbox = evaluator::SandboxRequest::kNoSandbox;
   evaluator::GpuGatesOptions go;
   go.public_seed = options.public_seed;
+  if (has_device_) {  // the benchmark baseline: the in-tree baseline, built once like a candidate
+    const auto load = evaluator::load_candidate_dir(std::string(KLOOP_SOURCE_DIR) +
+                                                    "/kernels/rmsnorm/baseline");
+    if (load.candidate) {
+      const auto parsed =
+          rmsnorm::parse_manifest(load.candidate->manifest_text, load.candidate->source);
+      if (parsed.manifest) {
+        const auto built =
+            evaluator::build_candidate(load.candidate->source, *parsed.manifest, eo.build);
+        if (!built.cubin.empty()) {
+          go.baseline_cubin = built.cubin;
+          go.baseline_source = load.candidate->source;
+          go.baseline_manifest = load.candidate->manifest_text;
+        }
+      }
+    }
+    progress.line(go.baseline_cubin.empty()
+                      ? "baseline: in-tree baseline did not build; timing against the reference"
+                      : "baseline: in-tree baseline built for the benchmark gate");
+  }
   go.deadline = std::chrono::milliseconds(static_cast<long>(options.worker_timeout_s * 1000));
   evaluator_ = std::make_unique<PipelineEvaluator>(
       eo, std::make_unique<evaluator::GpuWorkerGates>(go));

@@ -20,4 +20,7 @@ void register_store_commands(CLI::App& app, int& exit_code);  // cmd_store.cpp: 
                                                               // compare, replay, report, store,
                                                               // keys, receipt
 
+// Registers the evaluator that `kloop replay` re-runs stored candidates through (replay_hook.cpp).
+void register_replay_evaluator();
+
 }  // namespace kloop::app

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   kloop::app::register_optimize(app, exit_code);
   kloop::app::register_evaluate(app, exit_code);
   kloop::app::register_store_commands(app, exit_code);
+  kloop::app::register_replay_evaluator();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,6 +1,8 @@
 // Correctness on the device through the GPU worker (see device_gates.h).
 #include "evaluator/device_gates.h"
 
+#include <unistd.h>
+
 namespace kloop::evaluator {
 
 GateResult correctness_gate_from(const GpuRunResult& run) {
@@ -52,13 +54,193 @@ std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
   GateResult correctness = correctness_gate_from(*decisive);
   if (runs_.size() > 1) correctness.evidence["batches"] = runs_.size();
   std::vector<GateResult> out{correctness};
-  const std::string why = correctness.status == GateStatus::kPass
-                              ? "not wired into GpuWorkerGates yet"
-                              : "correctness did not pass";
-  for (std::string_view name : {kGateSanitizer, kGateBenchmark, kGateRoofline})
-    out.push_back(
-        GateResult{std::string(name), GateStatus::kNotRun, why, nlohmann::json::object()});
+  if (correctness.status != GateStatus::kPass) {
+    for (std::string_view name : {kGateSanitizer, kGateBenchmark, kGateRoofline})
+      out.push_back(GateResult{std::string(name), GateStatus::kNotRun, "correctness did not pass",
+                               nlohmann::json::object()});
+    return out;
+  }
+  for (auto& g : run_perf_gates(built)) out.push_back(std::move(g));
   return out;
 }
 
 } // namespace kloop::evaluator
+
+// ---- sanitizer, benchmark, roofline, stall sampling ----
+#include <filesystem>
+#include <fstream>
+
+#include "evaluator/perf_gates.h"
+#include "evaluator/sanitizer.h"
+#include "kernels/rmsnorm/contract.h"
+
+namespace kloop::evaluator {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A private request folder removed on scope exit.
+struct RequestDir {
+  fs::path path;
+  RequestDir() {
+    std::string tmpl = (fs::temp_directory_path() / "kloop-gates-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) throw InfraError("cannot create a request folder");
+    path = tmpl;
+  }
+  ~RequestDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  void write(const std::string& name, const std::string& bytes) const {
+    std::ofstream out(path / name, std::ios::binary | std::ios::trunc);
+    if (!(out << bytes)) throw InfraError("cannot write " + (path / name).string());
+  }
+};
+
+std::string find_sanitizer() {
+  for (const char* p : {"/usr/local/cuda/bin/compute-sanitizer", "/usr/bin/compute-sanitizer"})
+    if (::access(p, X_OK) == 0) return p;
+  return "";
+}
+
+nlohmann::json base_request(const BuiltCandidate& built, const std::string& mode) {
+  return {{"mode", mode},
+          {"cubin", "kernel.cubin"},
+          {"source", "kernel.cu"},
+          {"manifest", nlohmann::json::parse(built.candidate.manifest_text, nullptr, false)},
+          {"cases", nlohmann::json::array()},
+          {"options", nlohmann::json::object()}};
+}
+
+GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
+                          std::map<std::string, std::string>* reports) {
+  RequestDir dir;
+  dir.write("kernel.cubin", built.cubin);
+  dir.write("kernel.cu", built.candidate.source);
+  dir.write("request.json", base_request(built, "sanitize").dump());
+  sanitizer::GateConfig config;
+  config.sanitizer_path = find_sanitizer();
+  const std::string worker =
+      o.runner.worker.empty() ? worker_path("kloop-gpu-worker") : o.runner.worker;
+  config.worker_argv = {worker, dir.path.string()};
+  config.work_dir = dir.path.string();
+  config.worker_result_path = (dir.path / "result.json").string();
+  config.deadline_per_tool = o.sanitizer_deadline;
+  config.env = {{"PATH", "/usr/local/cuda/bin:/usr/bin:/bin"}, {"HOME", dir.path.string()},
+                {"TMPDIR", dir.path.string()}};
+  // No network for the sanitized worker either: unshare -n wraps compute-sanitizer.
+  const bool isolate = o.runner.isolate_network && network_isolation_available();
+  auto runner = [isolate](const std::vector<std::string>& argv, const SubprocessOptions& so) {
+    std::vector<std::string> full;
+    if (isolate) full = {"/usr/bin/unshare", "-n"};
+    full.insert(full.end(), argv.begin(), argv.end());
+    return run_subprocess(full, so);
+  };
+  GateResult g = sanitizer::run_gate(config, runner, reports);
+  g.evidence["network_isolated"] = isolate;
+  return g;
+}
+
+// One `benchmark` batch; returns the worker result (status pass/fail) or the failed run.
+GpuRunResult benchmark_run(const BuiltCandidate& built, const GpuGatesOptions& o) {
+  RequestDir dir;
+  GpuRunRequest req;
+  req.mode = "benchmark";
+  req.cubin = built.cubin;
+  req.source = built.candidate.source;
+  req.manifest = nlohmann::json::parse(built.candidate.manifest_text, nullptr, false);
+  req.cases = nlohmann::json::array();
+  perf::BenchProtocol protocol;
+  protocol.time_cap_s = o.bench_time_cap_s;
+  protocol.max_rounds = 200;
+  req.options["benchmark"] =
+      perf::bench_request(rmsnorm::benchmark_shapes(), protocol, "bench_raw.json");
+  if (!o.baseline_cubin.empty()) {
+    dir.write("baseline.cubin", o.baseline_cubin);
+    dir.write("baseline.cu", o.baseline_source);
+    req.options["baseline"] = {{"cubin", "baseline.cubin"},
+                               {"source", "baseline.cu"},
+                               {"manifest", nlohmann::json::parse(o.baseline_manifest)}};
+  }
+  GpuRunOptions ro = o.runner;
+  ro.deadline = o.bench_deadline;
+  ro.work_dir = dir.path;
+  GpuRunResult run = run_gpu_worker(req, ro);
+  // Raw samples travel into the evidence as "raw_samples" (the store moves raw_* to a blob).
+  std::ifstream raw(dir.path / "bench_raw.json");
+  if (raw && run.result.is_object() && run.result.contains("benchmark")) {
+    std::string bytes((std::istreambuf_iterator<char>(raw)), {});
+    run.result["benchmark"]["raw_samples"] = std::move(bytes);
+  }
+  return run;
+}
+
+}  // namespace
+
+nlohmann::json stalls_from_pcsample(const nlohmann::json& pc) {
+  nlohmann::json out = {{"histogram", pc.value("stall_reasons", nlohmann::json::object())},
+                        {"top_lines", nlohmann::json::array()},
+                        {"sampling_period", pc.value("sampling_period", 0)},
+                        {"total_samples", pc.value("total_samples", 0)},
+                        {"dropped_samples", pc.value("dropped_samples", 0)},
+                        {"status", pc.value("status", std::string("not_run"))},
+                        {"reason", pc.value("reason", std::string())}};
+  for (const auto& t : pc.value("top_pcs", nlohmann::json::array())) {
+    std::string reason;
+    long best = -1;
+    for (const auto& [name, n] : t.value("stalls", nlohmann::json::object()).items())
+      if (n.is_number() && n.get<long>() > best) best = n.get<long>(), reason = name;
+    out["top_lines"].push_back(
+        {{"line", t.value("line", 0)}, {"reason", reason}, {"samples", t.value("samples", 0)}});
+  }
+  return out;
+}
+
+std::vector<GateResult> GpuWorkerGates::run_perf_gates(const BuiltCandidate& built) {
+  std::vector<GateResult> out;
+  sanitizer_reports_.clear();
+  GateResult san = sanitizer_gate(built, options_, &sanitizer_reports_);
+  nlohmann::json raw_reports = nlohmann::json::object();
+  for (const auto& [tool, text] : sanitizer_reports_) raw_reports[tool] = text;
+  san.evidence["raw_reports"] = raw_reports;
+  out.push_back(san);
+  if (san.status != GateStatus::kPass) {
+    for (auto& g : perf::not_run("sanitizer did not pass")) out.push_back(g);
+    return out;
+  }
+  GpuRunResult bench = benchmark_run(built, options_);
+  runs_.push_back(bench);
+  if (!bench.result.is_object() || !bench.result.contains("benchmark")) {
+    const GateStatus st = bench.status == GateStatus::kPass ? GateStatus::kInfraError : bench.status;
+    for (std::string_view name : {kGateBenchmark, kGateRoofline})
+      out.push_back(GateResult{std::string(name), st, bench.reason, {{"worker", bench.to_json()}}});
+    return out;
+  }
+  const nlohmann::json& b = bench.result["benchmark"];
+  GateResult bg = perf::benchmark_gate(b);
+  GateResult rg = perf::roofline_gate(b);
+  if (b.contains("raw_samples")) bg.evidence["raw_samples"] = b["raw_samples"];
+  if (bench.status == GateStatus::kCrashed || bench.status == GateStatus::kTimeout) {
+    bg.status = bench.status;
+    bg.reason = bench.reason;
+  }
+  if (options_.pc_sampling && bg.status == GateStatus::kPass) {
+    GpuRunRequest req;
+    req.mode = "pcsample";
+    req.cubin = built.cubin;
+    req.source = built.candidate.source;
+    req.manifest = nlohmann::json::parse(built.candidate.manifest_text, nullptr, false);
+    req.cases = nlohmann::json::array();
+    GpuRunOptions ro = options_.runner;
+    ro.deadline = std::chrono::milliseconds(60000);
+    const GpuRunResult pc = run_gpu_worker(req, ro);
+    bg.evidence["stalls"] = pc.result.is_object() && pc.result.contains("pcsample")
+                                ? stalls_from_pcsample(pc.result["pcsample"])
+                                : nlohmann::json{{"status", "not_run"}, {"reason", pc.reason}};
+  }
+  out.push_back(bg);
+  out.push_back(rg);
+  return out;
+}
+
+}  // namespace kloop::evaluator

@@ -2,13 +2,16 @@
 // kloop-gpu-worker per batch through the runner (evaluator/gpu_runner.h) on the public suite, with
 // the device audit, and maps the worker's outcome onto the gate: pass / fail (first failing case
 // and rule) / crashed (fault class and case) / timeout (case in flight) / not_run (no device) /
-// infra_error. The sanitizer, benchmark and roofline gates are not wired here yet: they are
-// returned `not_run` with that reason (or because correctness did not pass).
+// infra_error. After correctness passes: the sanitizer gate (compute-sanitizer memcheck,
+// racecheck, initcheck, synccheck around a `sanitize` worker, plus shared-memory poisoning), then
+// the benchmark and roofline gates from one `benchmark` worker batch (A-B-B-A against the in-tree
+// baseline, warm and cold L2), and CUPTI stall sampling attached to the benchmark evidence.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <map>
 #include <vector>
 
 #include "evaluator/gpu_runner.h"
@@ -22,6 +25,14 @@ struct GpuGatesOptions {
   std::chrono::milliseconds deadline{30000};        // watchdog of the public batch
   std::chrono::milliseconds large_deadline{300000}; // watchdog of the large batch
   GpuRunOptions runner; // worker path, isolation (deadline is overridden)
+  // Benchmark baseline: the in-tree baseline candidate, built once by the caller (empty cubin:
+  // the worker times the trusted reference kernel as the baseline instead).
+  std::string baseline_cubin, baseline_source, baseline_manifest;
+  // Per shape and cache state: stop at a 1% relative half-width of the median or this cap.
+  double bench_time_cap_s = 0.25;
+  std::chrono::milliseconds bench_deadline{240000};     // watchdog of the benchmark batch
+  std::chrono::milliseconds sanitizer_deadline{120000}; // per compute-sanitizer tool
+  bool pc_sampling = true;  // CUPTI stall sampling (feedback data, not a gate)
 };
 
 class GpuWorkerGates : public DeviceGates {
@@ -33,11 +44,17 @@ public:
   const std::vector<GpuRunResult>& last_runs() const { return runs_; }
 
 private:
+  std::vector<GateResult> run_perf_gates(const BuiltCandidate& built);
   GpuGatesOptions options_;
   std::vector<GpuRunResult> runs_;
+  std::map<std::string, std::string> sanitizer_reports_;
 };
 
 // The correctness GateResult of one worker outcome (exposed for unit tests).
 GateResult correctness_gate_from(const GpuRunResult& run);
+
+// CUPTI PC-sampling result (worker mode "pcsample") as the feedback layout
+// {"histogram": {stall reason: samples}, "top_lines": [{"line","reason","samples"}], ...}.
+nlohmann::json stalls_from_pcsample(const nlohmann::json& pcsample);
 
 } // namespace kloop::evaluator

@@ -182,7 +182,12 @@ GateResult benchmark_gate(const json& r) {
                   {"indistinguishable", same},
                   {"throttled_batches", throttled},
                   {"geomean_speedup_vs_baseline",
-                   speedup_count ? std::exp(log_speedup_sum / speedup_count) : 0.0}}}};
+                   speedup_count ? std::exp(log_speedup_sum / speedup_count) : 0.0},
+                  // The promotion rule's speed condition: every per-state decision already
+                  // compares the paired ratio's interval with that state's A/A noise floor
+                  // (bench::decide_speed), so a claimed speed-up needs at least one shape/state
+                  // faster beyond the floor and none slower beyond it.
+                  {"clears_noise_floor", faster > 0 && slower == 0}}}};
   if (!first_failure.empty()) {
     g.status = GateStatus::kFail;
     g.reason = first_failure;

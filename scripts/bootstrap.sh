@@ -8,7 +8,8 @@ build=${1:-build}
 [ $# -gt 0 ] && shift
 packages=(build-essential cmake ninja-build pkg-config git clang-format
   libcurl4-openssl-dev nlohmann-json3-dev libfmt-dev libsqlite3-dev libsodium-dev libseccomp-dev
-  libcli11-dev libgtest-dev libgmock-dev libcpp-httplib-dev libdlpack-dev bubblewrap)
+  libcli11-dev libgtest-dev libgmock-dev libcpp-httplib-dev libdlpack-dev bubblewrap zlib1g-dev
+  chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

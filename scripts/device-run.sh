@@ -20,16 +20,26 @@ if [ "${1:-}" != "--remote" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKLOOP_WITH_CUDA=ON >/dev/null
   tests=$(ctest --test-dir "$build" -N -L gpu | awk '/Test +#/{print $3}')
   [ -n "$tests" ] || { echo "device-run: no gpu tests registered in $build" >&2; exit 2; }
-  cmake --build "$build" -j "${JOBS:-$(nproc)}" --target kloop-gpu-worker kloop_corpus_cubins $tests
+  cmake --build "$build" -j "${JOBS:-$(nproc)}" --target kloop kloop-build-worker kloop-gpu-worker \
+    kloop_corpus_cubins $tests
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"
-  cp "$build/bin/kloop-gpu-worker" "$bundle/bin/"
+  cp "$build/bin/kloop-gpu-worker" "$build/bin/kloop" "$build/bin/kloop-build-worker" "$bundle/bin/"
   for t in $tests; do cp "$build/bin/$t" "$bundle/bin/"; done
   echo "$tests" | tr ' ' '\n' >"$bundle/tests.txt"
   cp -r "$build/corpus" "$bundle/corpus"
+  # A revision of the baseline under evaluation (kernels/rmsnorm/baseline_next), when present.
+  if [ -f kernels/rmsnorm/baseline_next/kernel.cu ]; then
+    mkdir -p "$bundle/corpus/baseline_next"
+    nvcc -cubin -arch=sm_90 -lineinfo -o "$bundle/corpus/baseline_next/kernel.cubin" \
+      kernels/rmsnorm/baseline_next/kernel.cu
+    nvcc -ptx -arch=sm_90 -lineinfo -o "$bundle/corpus/baseline_next/kernel.ptx" \
+      kernels/rmsnorm/baseline_next/kernel.cu
+  fi
   strip --strip-debug "$bundle"/bin/* 2>/dev/null || true
   # Resolve libraries from the build folder's binaries (the staged ones would find $bundle/lib).
-  "$root/scripts/bundle-libs.sh" "$bundle/lib" "$build/bin/kloop-gpu-worker" \
+  "$root/scripts/bundle-libs.sh" "$bundle/lib" "$build/bin/kloop-gpu-worker" "$build/bin/kloop" \
+    "$build/bin/kloop-build-worker" \
     $(for t in $tests; do echo "$build/bin/$t"; done)
   if ldd "$bundle/bin/kloop-gpu-worker" | grep -q 'libcuda\.so'; then
     echo "device-run: kloop-gpu-worker links libcuda; it must link cudart_static only" >&2
@@ -39,9 +49,11 @@ if [ "${1:-}" != "--remote" ]; then
   exit 0
 fi
 
-# --remote: on the GPU machine.
+# --remote: on the GPU machine. Per-test logs go to $out/raw (packed into raw.tgz at the end);
+# all-logs.txt, summary.txt, bench-*.json and environment.txt stay as plain files.
 out=${OUT:-$root/out}
-mkdir -p "$out"
+raw=$out/raw
+mkdir -p "$raw"
 export KLOOP_CORPUS_BIN=$bundle/corpus
 export PATH=/usr/local/cuda/bin:$PATH
 {
@@ -50,14 +62,44 @@ export PATH=/usr/local/cuda/bin:$PATH
   echo "unshare -n: $(unshare -n true 2>&1 && echo works || echo unavailable)"
   echo "ldd kloop-gpu-worker:"; ldd "$bundle/bin/kloop-gpu-worker"
 } >"$out/environment.txt" 2>&1
-# Quick timing of the baseline first, on an idle GPU (worker bench mode, the real worker binary).
-req=$out/bench-req
-mkdir -p "$req"
-cp "$bundle/corpus/baseline/kernel.cubin" "$req/kernel.cubin"
-cp kernels/rmsnorm/baseline/kernel.cu "$req/kernel.cu"
-python3 - "$req" <<'PY'
+
+# The main job first, on an idle GPU: `kloop optimize rmsnorm --budget 5` (OPTIMIZE_BUDGET, 0 to
+# skip) with a fresh store under $out; then the promoted kernel against torch (compare_torch.py).
+if [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
+  store=/tmp/kloop-device-store
+  rm -rf "$store"
+  start=$(date +%s)
+  opt=/tmp/kloop-device-opt
+  rm -rf "$opt" && mkdir -p "$opt"
+  timer=""; [ -x /usr/bin/time ] && timer="/usr/bin/time -v"
+  $timer timeout "${OPTIMIZE_TIMEOUT:-330}" "$bundle/bin/kloop" optimize rmsnorm \
+    --budget "${OPTIMIZE_BUDGET:-5}" --store "$store" >"$out/optimize.txt" 2>"$opt/optimize-stderr.txt"
+  echo "optimize exit $? in $(( $(date +%s) - start ))s" >>"$out/optimize.txt"
+  "$bundle/bin/kloop" sessions --store "$store" >>"$out/optimize.txt" 2>&1
+  "$bundle/bin/kloop" store verify --store "$store" >>"$out/optimize.txt" 2>&1
+  "$bundle/bin/kloop" report 1 --html "$opt/report.html" --store "$store" >/dev/null 2>&1
+  du -sh "$store" >>"$out/optimize.txt"
+  promoted=$(ls -d "$store"/exports/session-* 2>/dev/null | head -1)
+  if [ -n "$promoted" ] && [ "${COMPARE_TORCH:-1}" = 1 ]; then
+    PYTHONUNBUFFERED=1 timeout "${COMPARE_TIMEOUT:-120}" python3 bench/compare_torch.py "$promoted" \
+      --samples 20 >"$opt/compare_torch.txt" 2>&1 || echo "compare_torch exit $?" >>"$opt/compare_torch.txt"
+    cat "$opt/compare_torch.txt" >>"$out/optimize.txt"
+  fi
+  tar czf "$out/optimize.tgz" -C /tmp kloop-device-store kloop-device-opt
+fi
+[ "${RUN_TESTS:-1}" = 1 ] || exit 0
+
+# Quick timing of each baseline revision first, on an idle GPU (worker bench mode).
+revisions=baseline
+[ -f "$bundle/corpus/baseline_next/kernel.cubin" ] && revisions="baseline baseline_next"
+for rev in $revisions; do
+  req=$raw/bench-$rev
+  mkdir -p "$req"
+  cp "$bundle/corpus/$rev/kernel.cubin" "$req/kernel.cubin"
+  cp "kernels/rmsnorm/$rev/kernel.cu" "$req/kernel.cu"
+  python3 - "$req" "kernels/rmsnorm/$rev/manifest.json" <<'PY'
 import json, sys
-m = json.load(open("kernels/rmsnorm/baseline/manifest.json"))
+m = json.load(open(sys.argv[2]))
 shapes = [{"dtype": d, "rows": r, "h": h} for d, r, h in [
     ("bfloat16", 65536, 4096), ("bfloat16", 16384, 4096), ("bfloat16", 4096, 8192),
     ("bfloat16", 32768, 1009), ("bfloat16", 65536, 128), ("bfloat16", 4096, 4099),
@@ -66,47 +108,61 @@ shapes = [{"dtype": d, "rows": r, "h": h} for d, r, h in [
 json.dump({"mode": "bench", "cubin": "kernel.cubin", "source": "kernel.cu", "manifest": m,
            "options": {"shapes": shapes, "iters": 20}}, open(sys.argv[1] + "/request.json", "w"))
 PY
-timeout 40 "$bundle/bin/kloop-gpu-worker" "$req" >"$out/bench.log" 2>&1
-cp "$req/result.json" "$out/bench.json" 2>/dev/null
-summary=()
-fails=0
-# Every test binary runs concurrently (the machine has 16 cores and one GPU; each evaluation is its
-# own worker process); the corpus test is split into SHARDS gtest shards.
+  timeout 40 "$bundle/bin/kloop-gpu-worker" "$req" >"$raw/bench-$rev.log" 2>&1
+  cp "$req/result.json" "$out/bench-$rev.json" 2>/dev/null
+done
+
+# Every test binary runs concurrently (16 cores, one GPU; each evaluation is its own worker
+# process); the corpus test is split into SHARDS gtest shards; gpu_baseline_test runs once more
+# on baseline_next when it exists.
 shards=${SHARDS:-4}
 jobs=()
+launch() {  # launch NAME BINARY SHARDS INDEX [ENV=VALUE...]
+  local name=$1 bin=$2 n=$3 i=$4
+  shift 4
+  (
+    start=$(date +%s)
+    env "$@" GTEST_TOTAL_SHARDS="$n" GTEST_SHARD_INDEX="$i" timeout "${TEST_TIMEOUT:-220}" \
+      "$bundle/bin/$bin" >"$raw/$name.log" 2>&1
+    echo "$? $(( $(date +%s) - start ))" >"$raw/$name.rc"
+  ) &
+  jobs+=("$name")
+}
 for t in $(cat "$bundle/tests.txt"); do
-  n=1
-  [ "$t" = gpu_corpus_test ] && n=$shards
-  for ((i = 0; i < n; i++)); do
-    name=$t; [ "$n" -gt 1 ] && name=$t.shard$i
-    (
-      start=$(date +%s)
-      GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i timeout "${TEST_TIMEOUT:-220}" "$bundle/bin/$t" \
-        --gtest_output=json:"$out/$name.json" >"$out/$name.log" 2>&1
-      echo "$? $(( $(date +%s) - start ))" >"$out/$name.rc"
-    ) &
-    jobs+=("$name")
-  done
+  if [ "$t" = gpu_corpus_test ]; then
+    for ((i = 0; i < shards; i++)); do launch "$t.shard$i" "$t" "$shards" "$i"; done
+  else
+    launch "$t" "$t" 1 0
+  fi
 done
+if [ "$revisions" != baseline ] && grep -qx gpu_baseline_test "$bundle/tests.txt"; then
+  launch gpu_baseline_test.next gpu_baseline_test 1 0 KLOOP_BASELINE=baseline_next
+fi
 wait
+summary=()
+fails=0
 for name in "${jobs[@]}"; do
-  read -r rc secs <"$out/$name.rc"
-  passed=$(grep -c '^\[       OK \]' "$out/$name.log")
-  failed=$(grep -c '^\[  FAILED  \] .*(' "$out/$name.log")
-  skipped=$(grep -c '^\[  SKIPPED \] .*(' "$out/$name.log")
+  read -r rc secs <"$raw/$name.rc"
+  passed=$(grep -c '^\[       OK \]' "$raw/$name.log")
+  failed=$(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$raw/$name.log")
+  skipped=$(grep -cE '^\[  SKIPPED \] .*\([0-9]+ ms\)$' "$raw/$name.log")
   case $rc in 0) s=pass ;; 77) s=skip ;; 124) s=timeout; fails=$((fails+1)) ;; *) s=fail; fails=$((fails+1)) ;; esac
   summary+=("$(printf '%-28s %-8s ok=%-4s failed=%-3s skipped=%-3s %4ss' "$name" "$s" "$passed" "$failed" "$skipped" "$secs")")
 done
+for name in "${jobs[@]}"; do echo "===== $name"; cat "$raw/$name.log"; done >"$out/all-logs.txt"
+tar czf "$out/raw.tgz" -C "$out" raw && rm -rf "$raw"
 {
   echo "== kloop device run $(date -u +%FT%TZ)"
   printf '%s\n' "${summary[@]}"
-  grep -h '^\[corpus\]' "$out"/gpu_corpus_test*.log 2>/dev/null | sort
-  python3 - "$out/bench.json" <<'PY' || echo "bench: no result"
+  grep -h '^\[corpus\]' "$out/all-logs.txt" | sort
+  for rev in $revisions; do
+    python3 - "$out/bench-$rev.json" "$rev" <<'PY' || echo "bench $rev: no result"
 import json, sys
 r = json.load(open(sys.argv[1]))
 for s in r["bench"]["shapes"]:
-    print(f"bench {s['dtype']:9s} {s['rows']:6d}x{s['h']:<6d} {s['route']:9s} {s['median_ms']*1e3:9.1f} us "
-          f"{s['tbps']:5.2f} TB/s (copy {s['copy_tbps']:4.2f})")
+    print(f"bench {sys.argv[2]:13s} {s['dtype']:9s} {s['rows']:6d}x{s['h']:<6d} {s['route']:9s} "
+          f"{s['median_ms']*1e3:8.1f} us {s['tbps']:5.2f} TB/s (copy {s['copy_tbps']:4.2f})")
 PY
+  done
 } | tee "$out/summary.txt"
 exit $(( fails > 0 ? 1 : 0 ))

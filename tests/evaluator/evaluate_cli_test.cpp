@@ -40,7 +40,7 @@ TEST_F(EvaluateCliTest, GoodCandidateIsPendingDeviceValidationWithExit3) {
   EXPECT_EQ(call.exit_code, 3) << call.stderr_text;
   auto doc = nlohmann::json::parse(call.stdout_text);
   EXPECT_EQ(doc["verdict"], "pending_device_validation");
-  ASSERT_EQ(doc["gates"].size(), 8u);
+  ASSERT_EQ(doc["gates"].size(), 7u); // contract, build, static + 4 device gates
   EXPECT_EQ(doc["gates"][0]["name"], "contract");
   EXPECT_EQ(doc["gates"][0]["status"], "pass");
   EXPECT_EQ(doc["gates"][1]["status"], "pass");

@@ -181,7 +181,7 @@ TEST(ManifestTest, EntryPointNotAnIdentifier) {
 }
 TEST(ManifestTest, SameEntryPointForTwoDtypes) {
   auto m = good();
-  m["entry_points"]["float32"] = "rms_f16";  // keys are visited in order: float16 first
+  m["entry_points"]["float32"] = "rms_f16"; // keys are visited in order: float16 first
   expect_error(m, "entry_points.float32", "used for two dtypes");
 }
 TEST(ManifestTest, EmptyEntryPoints) {

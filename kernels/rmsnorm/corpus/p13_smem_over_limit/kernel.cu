@@ -1,4 +1,4 @@
-// REJECT at correctness (launch error named): asks 64 bytes of dynamic shared memory per H, over 227 KiB for H >= 3633, so the wrapper's cudaFuncSetAttribute fails (CASES.md P13).
+// REJECT at contract: asks 64 bytes of dynamic shared memory per H, so fixed + 64 * h_max exceeds the 227 KiB opt-in limit (CASES.md P13); were it admitted, the wrapper's cudaFuncSetAttribute would fail and be named.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 __device__ __forceinline__ float to_f(float v) { return v; }

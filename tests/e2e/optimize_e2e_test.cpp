@@ -1,0 +1,269 @@
+// End-to-end: the kloop executable as a user runs it, on a machine without a GPU.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "evaluator/subprocess.h"
+#include "store/store.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const std::string kKloop = std::string(KLOOP_BINARY_DIR) + "/bin/kloop";
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("kloop-e2e-" + name + "-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+kloop::evaluator::ToolCall kloop_run(const std::vector<std::string>& args, int deadline_s = 240) {
+  std::vector<std::string> argv{kKloop};
+  argv.insert(argv.end(), args.begin(), args.end());
+  kloop::evaluator::SubprocessOptions o;
+  o.deadline = std::chrono::seconds(deadline_s);
+  o.env = {{"PATH", "/usr/bin:/bin"}, {"HOME", "/tmp"}};
+  return kloop::evaluator::run_subprocess(argv, o);
+}
+
+// A model reply with the given kernel source and manifest.
+std::string reply_with(const std::string& cu, const std::string& manifest) {
+  return "Here is the kernel.\n\n```cuda\n" + cu + "\n```\n\n```json\n" + manifest + "\n```\n";
+}
+
+std::string good_source() {
+  return read_file(fs::path(KLOOP_SOURCE_DIR) / "tests/evaluator/fixtures/good/kernel.cu");
+}
+std::string good_manifest() {
+  return read_file(fs::path(KLOOP_SOURCE_DIR) / "tests/evaluator/fixtures/good/manifest.json");
+}
+
+// An OpenAI-compatible chat completions server on 127.0.0.1 serving canned replies in order and
+// recording every request body. delay_ms[i] delays reply i.
+class FakeOpenAi {
+public:
+  FakeOpenAi(std::vector<std::string> replies, std::vector<int> delay_ms = {})
+      : replies_(std::move(replies)), delays_(std::move(delay_ms)) {
+    server_.Post("/v1/chat/completions", [this](const httplib::Request& req,
+                                                httplib::Response& res) {
+      std::size_t index;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        index = bodies_.size();
+        bodies_.push_back(req.body);
+      }
+      if (index < delays_.size() && delays_[index] > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(delays_[index]));
+      const std::string text = replies_[std::min(index, replies_.size() - 1)];
+      json body = {
+          {"id", "x"},
+          {"object", "chat.completion"},
+          {"choices",
+           {{{"index", 0},
+             {"message", {{"role", "assistant"}, {"content", text}}},
+             {"finish_reason", "stop"}}}},
+          {"usage", {{"prompt_tokens", 100}, {"completion_tokens", 50}, {"total_tokens", 150}}}};
+      res.set_content(body.dump(), "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~FakeOpenAi() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
+  std::vector<std::string> bodies() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bodies_;
+  }
+
+private:
+  std::vector<std::string> replies_;
+  std::vector<int> delays_;
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::mutex mu_;
+  std::vector<std::string> bodies_;
+};
+
+bool device_present(const json& result) {
+  return result.value("decision", "") == "promoted" || result.value("decision", "") == "rejected";
+}
+
+} // namespace
+
+TEST(OptimizeE2E, OfflineMainJobOnCpuEndsPendingDeviceValidation) {
+  const fs::path store = fresh_dir("offline");
+  const auto run =
+      kloop_run({"optimize", "rmsnorm", "--budget", "2", "--store", store.string(), "--json"});
+  ASSERT_FALSE(run.timed_out) << run.stderr_text;
+  const json r = json::parse(run.stdout_text);
+  if (device_present(r)) GTEST_SKIP() << "a GPU is present: the CPU-only path does not apply";
+  EXPECT_EQ(run.exit_code, 3) << run.stdout_text << run.stderr_text;
+  EXPECT_EQ(r["decision"], "pending_device_validation");
+  ASSERT_EQ(r["iterations"].size(), 2u);
+  for (const auto& it : r["iterations"]) {
+    EXPECT_EQ(it["verdict"], "pending_device_validation");
+    EXPECT_EQ(it["gates"]["build"], "pass");
+    EXPECT_EQ(it["gates"]["static"], "pass");
+    EXPECT_EQ(it["gates"]["correctness"], "not_run");
+  }
+  EXPECT_NE(r["reason"].get<std::string>().find("correctness not run"), std::string::npos);
+  // The holdout was committed before the first prompt and stays sealed (never used): owner-only.
+  const std::string commitment = r["holdout_commitment"];
+  EXPECT_EQ(commitment.size(), 64u);
+  const fs::path sealed =
+      store / "holdout" / ("session-" + std::to_string(r["session_id"].get<int>()) + ".sealed");
+  ASSERT_TRUE(fs::exists(sealed));
+  struct stat st {};
+  ASSERT_EQ(::stat(sealed.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(read_file(sealed).find("\"outer\""), std::string::npos)
+      << "no case data in the sealed file";
+
+  // The store holds the session: listed, shown, and every blob verifies.
+  const auto sessions = kloop_run({"sessions", "--store", store.string(), "--json"});
+  EXPECT_EQ(sessions.exit_code, 0) << sessions.stderr_text;
+  const json list = json::parse(sessions.stdout_text);
+  ASSERT_EQ(list.size(), 1u);
+  const auto verify = kloop_run({"store", "verify", "--store", store.string()});
+  EXPECT_EQ(verify.exit_code, 0) << verify.stdout_text << verify.stderr_text;
+  auto st_db = kloop::store::Store::open(store.string(), kloop::store::OpenMode::kReadOnly);
+  const auto detail = st_db.load_session(r["session_id"].get<std::int64_t>());
+  ASSERT_EQ(detail.iterations.size(), 2u);
+  EXPECT_EQ(detail.holdout_commitments.size(), 1u);
+  EXPECT_EQ(detail.holdout_commitments[0].commitment_sha256, commitment);
+  for (const auto& it : detail.iterations) {
+    ASSERT_EQ(it.candidates.size(), 1u);
+    EXPECT_NE(it.candidates[0].artifact_of(kloop::store::ArtifactKind::kCubin), nullptr);
+    EXPECT_FALSE(it.candidates[0].tool_calls.empty()) << "the build worker call is recorded";
+  }
+  fs::remove_all(store);
+}
+
+TEST(OptimizeE2E, OpenAiCompatibleServerGetsBuildErrorsInSecondPrompt) {
+  const std::string broken =
+      "#include <cuda_fp16.h>\nextern \"C\" __global__ void rms_f32(const float* x, const float* "
+      "weight, float* y, long long rows, int H, long long x_row_stride, long long y_row_stride, "
+      "float eps) { this_is_not_declared = 1; }\n";
+  const std::string manifest_f32 =
+      R"({"contract":"weighted_rmsnorm/1","entry_points":{"float32":"rms_f32"},"launch":{"block_threads":256,"rows_per_block":1,"grid":"per_rows","dynamic_smem":{"fixed_bytes":0,"bytes_per_h":0}},"dispatch":{"h_min":1,"h_max":65536,"h_multiple_of":1,"x_rows":"any_stride","alignment_bytes":4},"target":"sm_90","known_limits":"float32 only"})";
+  FakeOpenAi server({reply_with(broken, manifest_f32), reply_with(good_source(), good_manifest())});
+  const fs::path store = fresh_dir("openai");
+  const auto run =
+      kloop_run({"optimize", "rmsnorm", "--provider", "openai", "--base-url", server.base_url(),
+                 "--model", "test-model", "--budget", "2", "--store", store.string(), "--json"});
+  ASSERT_FALSE(run.timed_out);
+  const json r = json::parse(run.stdout_text);
+  if (device_present(r)) GTEST_SKIP() << "a GPU is present";
+  EXPECT_EQ(run.exit_code, 3) << run.stdout_text << run.stderr_text;
+  ASSERT_EQ(r["iterations"].size(), 2u);
+  EXPECT_EQ(r["iterations"][0]["verdict"], "reject");
+  EXPECT_EQ(r["iterations"][0]["gates"]["build"], "fail");
+  EXPECT_EQ(r["iterations"][1]["verdict"], "pending_device_validation");
+
+  const auto bodies = server.bodies();
+  ASSERT_EQ(bodies.size(), 2u);
+  const json second = json::parse(bodies[1]);
+  EXPECT_EQ(second["model"], "test-model");
+  std::string all_text;
+  for (const auto& m : second["messages"])
+    all_text += m["content"].get<std::string>() + "\n";
+  EXPECT_NE(all_text.find("this_is_not_declared"), std::string::npos)
+      << "the first candidate's build error reaches the second prompt";
+  EXPECT_NE(all_text.find("kernel.cu("), std::string::npos) << "with kernel.cu line numbers";
+  EXPECT_EQ(all_text.find(store.string()), std::string::npos) << "no host path of the store";
+  const json first = json::parse(bodies[0]);
+  std::string first_text;
+  for (const auto& m : first["messages"])
+    first_text += m["content"].get<std::string>();
+  EXPECT_EQ(first_text.find("this_is_not_declared"), std::string::npos);
+
+  // The replay provider re-drives the same session from the store without a model.
+  const auto replay = kloop_run({"optimize", "rmsnorm", "--provider", "replay", "--replay-session",
+                                 std::to_string(r["session_id"].get<int>()), "--budget", "2",
+                                 "--store", store.string(), "--json"});
+  const json rr = json::parse(replay.stdout_text);
+  ASSERT_EQ(rr["iterations"].size(), 2u) << replay.stdout_text << replay.stderr_text;
+  EXPECT_EQ(rr["iterations"][0]["verdict"], "reject");
+  EXPECT_EQ(rr["iterations"][1]["verdict"], "pending_device_validation");
+  EXPECT_EQ(server.bodies().size(), 2u) << "replay sends nothing to the server";
+  fs::remove_all(store);
+}
+
+TEST(OptimizeE2E, CtrlCEndsInterruptedAndResumeContinues) {
+  // Reply 2 is slow, so SIGINT arrives while the second request is in flight.
+  FakeOpenAi server({reply_with(good_source(), good_manifest())}, {0, 8000, 0, 0});
+  const fs::path store = fresh_dir("resume");
+  const std::vector<std::string> args{kKloop,   "optimize",   "rmsnorm",         "--provider",
+                                      "openai", "--base-url", server.base_url(), "--budget",
+                                      "3",      "--store",    store.string(),    "--json"};
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::vector<char*> cargv;
+    for (const auto& a : args)
+      cargv.push_back(const_cast<char*>(a.c_str()));
+    cargv.push_back(nullptr);
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::execv(cargv[0], cargv.data());
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (server.bodies().size() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_EQ(server.bodies().size(), 2u) << "the second request never arrived";
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3);
+  {
+    auto st = kloop::store::Store::open(store.string(), kloop::store::OpenMode::kReadOnly);
+    const auto d = st.load_session(1);
+    EXPECT_EQ(d.session.status, kloop::store::SessionStatus::kInterrupted);
+    EXPECT_EQ(d.iterations.size(), 1u) << "the committed first iteration is kept";
+  }
+  const auto resumed =
+      kloop_run({"optimize", "rmsnorm", "--resume", "1", "--provider", "openai", "--base-url",
+                 server.base_url(), "--budget", "3", "--store", store.string(), "--json"});
+  const json r = json::parse(resumed.stdout_text);
+  if (device_present(r)) GTEST_SKIP() << "a GPU is present";
+  EXPECT_EQ(r["session_id"], 1);
+  ASSERT_EQ(r["iterations"].size(), 2u) << "iterations 2 and 3 ran after the resume";
+  EXPECT_EQ(r["iterations"][0]["index"], 1);
+  auto st = kloop::store::Store::open(store.string(), kloop::store::OpenMode::kReadOnly);
+  const auto d = st.load_session(1);
+  EXPECT_EQ(d.iterations.size(), 3u);
+  EXPECT_EQ(d.session.status, kloop::store::SessionStatus::kCompleted);
+  fs::remove_all(store);
+}
