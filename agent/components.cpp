@@ -11,20 +11,21 @@ namespace kloop::agent {
 namespace {
 
 class PipelineEvaluator : public CandidateEvaluator {
- public:
-  PipelineEvaluator(evaluator::EvaluateOptions options, std::unique_ptr<evaluator::DeviceGates> gates)
+public:
+  PipelineEvaluator(evaluator::EvaluateOptions options,
+                    std::unique_ptr<evaluator::DeviceGates> gates)
       : options_(std::move(options)), gates_(std::move(gates)) {}
   evaluator::Evaluation evaluate(const evaluator::Candidate& candidate) override {
     return evaluator::evaluate_candidate(candidate, options_, *gates_);
   }
 
- private:
+private:
   evaluator::EvaluateOptions options_;
   std::unique_ptr<evaluator::DeviceGates> gates_;
 };
 
 class WorkerHoldoutRunner : public HoldoutRunner {
- public:
+public:
   explicit WorkerHoldoutRunner(std::chrono::milliseconds deadline) : deadline_(deadline) {}
   holdout::HoldoutResult run(const evaluator::Candidate& candidate,
                              const rmsnorm::Manifest& manifest, const std::string& cubin,
@@ -36,17 +37,18 @@ class WorkerHoldoutRunner : public HoldoutRunner {
     req.source = candidate.source;
     req.manifest = nlohmann::json::parse(candidate.manifest_text);
     req.cases = nlohmann::json::array();
-    for (const auto& s : suite) req.cases.push_back(s.to_json());
+    for (const auto& s : suite)
+      req.cases.push_back(s.to_json());
     evaluator::GpuRunOptions o;
     o.deadline = deadline_;
     return holdout_result_from(evaluator::run_gpu_worker(req, o));
   }
 
- private:
+private:
   std::chrono::milliseconds deadline_;
 };
 
-}  // namespace
+} // namespace
 
 holdout::HoldoutResult holdout_result_from(const evaluator::GpuRunResult& run) {
   holdout::HoldoutResult r;
@@ -89,9 +91,9 @@ DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progres
   if (options.no_sandbox) eo.build.sandbox = evaluator::SandboxRequest::kNoSandbox;
   evaluator::GpuGatesOptions go;
   go.public_seed = options.public_seed;
-  if (has_device_) {  // the benchmark baseline: the in-tree baseline, built once like a candidate
-    const auto load = evaluator::load_candidate_dir(std::string(KLOOP_SOURCE_DIR) +
-                                                    "/kernels/rmsnorm/baseline");
+  if (has_device_) { // the benchmark baseline: the in-tree baseline, built once like a candidate
+    const auto load =
+        evaluator::load_candidate_dir(std::string(KLOOP_SOURCE_DIR) + "/kernels/rmsnorm/baseline");
     if (load.candidate) {
       const auto parsed =
           rmsnorm::parse_manifest(load.candidate->manifest_text, load.candidate->source);
@@ -110,9 +112,9 @@ DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progres
                       : "baseline: in-tree baseline built for the benchmark gate");
   }
   go.deadline = std::chrono::milliseconds(static_cast<long>(options.worker_timeout_s * 1000));
-  evaluator_ = std::make_unique<PipelineEvaluator>(
-      eo, std::make_unique<evaluator::GpuWorkerGates>(go));
+  evaluator_ =
+      std::make_unique<PipelineEvaluator>(eo, std::make_unique<evaluator::GpuWorkerGates>(go));
   holdout_ = std::make_unique<WorkerHoldoutRunner>(go.deadline);
 }
 
-}  // namespace kloop::agent
+} // namespace kloop::agent

@@ -13,13 +13,13 @@
 namespace kloop::agent {
 
 struct DeviceOptions {
-  bool no_sandbox = false;        // build without namespace isolation (recorded)
-  double worker_timeout_s = 120;  // watchdog per GPU worker batch (public suite)
-  std::uint64_t public_seed = 1;  // seed of the public suite
+  bool no_sandbox = false;       // build without namespace isolation (recorded)
+  double worker_timeout_s = 120; // watchdog per GPU worker batch (public suite)
+  std::uint64_t public_seed = 1; // seed of the public suite
 };
 
 class DeviceContext {
- public:
+public:
   // Probes the device once (a `probe` worker batch) and prints one line about it to `progress`.
   DeviceContext(const DeviceOptions& options, ProgressSink& progress);
   CandidateEvaluator& evaluator() { return *evaluator_; }
@@ -28,7 +28,7 @@ class DeviceContext {
   const std::string& driver_version() const { return driver_version_; }
   bool has_device() const { return has_device_; }
 
- private:
+private:
   std::unique_ptr<CandidateEvaluator> evaluator_;
   std::unique_ptr<HoldoutRunner> holdout_;
   std::string device_name_, driver_version_;
@@ -39,4 +39,4 @@ class DeviceContext {
 // suite result, failing case names only (never values), fault classes named.
 holdout::HoldoutResult holdout_result_from(const evaluator::GpuRunResult& run);
 
-}  // namespace kloop::agent
+} // namespace kloop::agent

@@ -50,8 +50,8 @@ store::SessionRecord new_session(const LoopOptions& o) {
 // State carried from one iteration to the next: only public data.
 struct Carry {
   std::optional<PublicReport> report;
-  std::string reply;   // the previous reply text (the assistant turn)
-  std::string source;  // the previous kernel.cu (quoted by feedback)
+  std::string reply;  // the previous reply text (the assistant turn)
+  std::string source; // the previous kernel.cu (quoted by feedback)
   int iteration = -1;
 };
 
@@ -81,7 +81,7 @@ PublicReport format_failure_report(const evaluator::GateResult& format_gate) {
   return r;
 }
 
-}  // namespace
+} // namespace
 
 int dispatch_restriction_rank(const rmsnorm::Manifest& m) {
   int rank = 0;
@@ -99,7 +99,7 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
                     HoldoutRunner& holdout_runner, store::Store& store, ProgressSink& progress,
                     const std::atomic<bool>& cancel) {
   const auto t_session = Clock::now();
-  const prompts::PromptBuilder prompts(rmsnorm::contract_json());  // validates templates
+  const prompts::PromptBuilder prompts(rmsnorm::contract_json()); // validates templates
   LoopResult result;
   Recorder rec(store);
 
@@ -191,11 +191,11 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
       summary.gates.emplace_back(g.name, std::string(evaluator::gate_status_name(g.status)));
     rec.iteration(session.id, index, request, response, candidate, parsed.ok, evaluation, report,
                   summary.wall_s);
-    progress.line(fmt::format("[{}/{}] {} ({:.1f}s){}", index + 1, session.budget, summary.verdict,
-                              summary.wall_s,
-                              summary.speedup ? fmt::format(", speed-up {:.3f}x", *summary.speedup)
-                                              : std::string()));
-    for (const auto& g : report.gates) progress.line(gate_line(g));
+    progress.line(fmt::format(
+        "[{}/{}] {} ({:.1f}s){}", index + 1, session.budget, summary.verdict, summary.wall_s,
+        summary.speedup ? fmt::format(", speed-up {:.3f}x", *summary.speedup) : std::string()));
+    for (const auto& g : report.gates)
+      progress.line(gate_line(g));
     result.iterations.push_back(summary);
     carry = Carry{report, response.text, parsed.ok ? parsed.kernel_source : std::string(), index};
   }
@@ -212,8 +212,7 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
   }
 
   // 3-5. Freeze, holdout, promotion, receipt.
-  finish_session(options, session, sealed, holdout_runner, rec, store, progress, stop_note,
-                 result);
+  finish_session(options, session, sealed, holdout_runner, rec, store, progress, stop_note, result);
   progress.line(fmt::format("session {} {} in {:.1f}s: {}", session.id, result.decision,
                             seconds_since(t_session), result.reason));
   return result;
@@ -223,7 +222,8 @@ nlohmann::json LoopResult::to_json() const {
   nlohmann::json its = nlohmann::json::array();
   for (const auto& it : iterations) {
     nlohmann::json gates = nlohmann::json::object();
-    for (const auto& [name, status] : it.gates) gates[name] = status;
+    for (const auto& [name, status] : it.gates)
+      gates[name] = status;
     its.push_back({{"index", it.index},
                    {"verdict", it.verdict},
                    {"wall_s", it.wall_s},
@@ -231,16 +231,17 @@ nlohmann::json LoopResult::to_json() const {
                    {"speedup", it.speedup ? nlohmann::json(*it.speedup) : nlohmann::json()},
                    {"note", it.note}});
   }
-  return {{"session_id", session_id},
-          {"decision", decision},
-          {"reason", reason},
-          {"iterations", its},
-          {"frozen_iteration", frozen_iteration ? nlohmann::json(*frozen_iteration) : nlohmann::json()},
-          {"holdout", holdout ? holdout->to_json() : nlohmann::json()},
-          {"holdout_commitment", holdout_commitment},
-          {"receipt_file", receipt_file},
-          {"export_dir", export_dir},
-          {"exit_code", exit_code}};
+  return {
+      {"session_id", session_id},
+      {"decision", decision},
+      {"reason", reason},
+      {"iterations", its},
+      {"frozen_iteration", frozen_iteration ? nlohmann::json(*frozen_iteration) : nlohmann::json()},
+      {"holdout", holdout ? holdout->to_json() : nlohmann::json()},
+      {"holdout_commitment", holdout_commitment},
+      {"receipt_file", receipt_file},
+      {"export_dir", export_dir},
+      {"exit_code", exit_code}};
 }
 
-}  // namespace kloop::agent
+} // namespace kloop::agent

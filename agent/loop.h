@@ -28,7 +28,7 @@ namespace kloop::agent {
 // Evaluates one candidate through the public gates. The real implementation wraps
 // evaluator::evaluate_candidate with the GPU worker's device gates.
 class CandidateEvaluator {
- public:
+public:
   virtual ~CandidateEvaluator() = default;
   virtual evaluator::Evaluation evaluate(const evaluator::Candidate& candidate) = 0;
 };
@@ -36,7 +36,7 @@ class CandidateEvaluator {
 // Runs the frozen candidate once against the unsealed holdout suite (a fresh GPU worker). Returns
 // status not_run with the reason where no device is available.
 class HoldoutRunner {
- public:
+public:
   virtual ~HoldoutRunner() = default;
   virtual holdout::HoldoutResult run(const evaluator::Candidate& candidate,
                                      const rmsnorm::Manifest& manifest, const std::string& cubin,
@@ -46,34 +46,34 @@ class HoldoutRunner {
 // Progress on the terminal: one line per iteration and gate, then a summary. `--json` replaces it
 // with a silent sink and prints LoopResult::to_json() at the end.
 class ProgressSink {
- public:
+public:
   virtual ~ProgressSink() = default;
   virtual void line(const std::string& text) = 0;
 };
 
 struct LoopOptions {
   std::string operator_name = "weighted_rmsnorm";
-  int budget = 5;                    // iterations (1..100)
-  std::uint64_t seed = 1;            // public seed: provider sampling, offline policy
-  std::string provider_name;         // recorded in the session
-  std::string model;                 // recorded and sent to the provider
-  nlohmann::json params = nlohmann::json::object();  // recorded for --resume (base_url, ...)
-  std::optional<std::int64_t> resume_session;        // continue this session
-  std::filesystem::path holdout_dir;                 // sealed suites (outside every sandbox)
+  int budget = 5;            // iterations (1..100)
+  std::uint64_t seed = 1;    // public seed: provider sampling, offline policy
+  std::string provider_name; // recorded in the session
+  std::string model;         // recorded and sent to the provider
+  nlohmann::json params = nlohmann::json::object(); // recorded for --resume (base_url, ...)
+  std::optional<std::int64_t> resume_session;       // continue this session
+  std::filesystem::path holdout_dir;                // sealed suites (outside every sandbox)
   holdout::SuiteOptions holdout_options;
-  std::optional<std::string> signing_key_file;       // sign the receipt when set
-  std::filesystem::path export_dir;                  // promoted artifacts go to export_dir/ID
+  std::optional<std::string> signing_key_file; // sign the receipt when set
+  std::filesystem::path export_dir;            // promoted artifacts go to export_dir/ID
   std::string kloop_version, kloop_commit;
   std::string device_name, device_arch = "sm_90", driver_version, toolkit_version = "13.0";
 };
 
 struct IterationSummary {
   int index = 0;
-  std::string verdict;  // verdict_name, or "provider_error"
+  std::string verdict; // verdict_name, or "provider_error"
   double wall_s = 0;
-  std::vector<std::pair<std::string, std::string>> gates;  // name -> status
+  std::vector<std::pair<std::string, std::string>> gates; // name -> status
   std::optional<double> speedup;
-  std::string note;  // provider error, format failure, ...
+  std::string note; // provider error, format failure, ...
 };
 
 struct LoopResult {
@@ -85,9 +85,9 @@ struct LoopResult {
   std::optional<int> frozen_iteration;
   std::optional<holdout::HoldoutResult> holdout;
   std::string holdout_commitment;
-  std::string receipt_file;  // written receipt JSON ("" when none)
-  std::string export_dir;    // promoted artifact folder ("" when none)
-  int exit_code = 3;         // 0 promoted, 1 rejected, 3 could not finish
+  std::string receipt_file; // written receipt JSON ("" when none)
+  std::string export_dir;   // promoted artifact folder ("" when none)
+  int exit_code = 3;        // 0 promoted, 1 rejected, 3 could not finish
   nlohmann::json to_json() const;
 };
 
@@ -100,4 +100,4 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
 // Rank of a manifest's dispatch domain for tie-breaks: lower is simpler (fewer restrictions).
 int dispatch_restriction_rank(const rmsnorm::Manifest& manifest);
 
-}  // namespace kloop::agent
+} // namespace kloop::agent

@@ -46,7 +46,7 @@ std::string summarise_failures(const store::SessionDetail& d, bool pending) {
                                        pending ? "not run" : "failed");
         if (!g.reason.empty()) line += " (" + g.reason.substr(0, 120) + ")";
         parts.push_back(line);
-        if (pending) break;  // one line per iteration is enough
+        if (pending) break; // one line per iteration is enough
       }
     }
     if (it.candidates.empty()) {
@@ -56,7 +56,8 @@ std::string summarise_failures(const store::SessionDetail& d, bool pending) {
   }
   if (parts.empty()) return "no iteration produced a candidate";
   std::string out;
-  for (std::size_t i = 0; i < parts.size() && i < 8; ++i) out += (i ? "; " : "") + parts[i];
+  for (std::size_t i = 0; i < parts.size() && i < 8; ++i)
+    out += (i ? "; " : "") + parts[i];
   if (parts.size() > 8) out += fmt::format("; and {} more", parts.size() - 8);
   return out;
 }
@@ -73,9 +74,10 @@ std::optional<Frozen> freeze_best(store::Store& store, const store::SessionDetai
       f.candidate.source = store.blob(c.candidate.source_sha256);
       f.candidate.manifest_text = store.blob(c.candidate.manifest_sha256);
       auto parsed = rmsnorm::parse_manifest(f.candidate.manifest_text, f.candidate.source);
-      if (!parsed.manifest) continue;  // cannot happen for a passed candidate
+      if (!parsed.manifest) continue; // cannot happen for a passed candidate
       f.manifest = *parsed.manifest;
-      if (const auto* a = c.artifact_of(store::ArtifactKind::kCubin)) f.cubin = store.blob(a->sha256);
+      if (const auto* a = c.artifact_of(store::ArtifactKind::kCubin))
+        f.cubin = store.blob(a->sha256);
       auto key = [](const Frozen& x) {
         return std::make_tuple(-x.detail->candidate.speedup.value_or(0.0),
                                dispatch_restriction_rank(x.manifest), x.iteration);
@@ -100,7 +102,7 @@ void record_promotion(store::Store& store, std::int64_t session_id,
   step.commit();
 }
 
-}  // namespace
+} // namespace
 
 void finish_session(const LoopOptions& options, const store::SessionRecord& session,
                     holdout::SealedSuite& sealed, HoldoutRunner& holdout_runner, Recorder& rec,
@@ -132,13 +134,13 @@ void finish_session(const LoopOptions& options, const store::SessionRecord& sess
 
   // Freeze, then the one holdout run in a fresh worker; the suite retires before it runs.
   result.frozen_iteration = frozen->iteration;
-  progress.line(fmt::format("frozen: iteration {} (speed-up {}), running the sealed holdout once",
-                            frozen->iteration + 1,
-                            frozen->detail->candidate.speedup
-                                ? fmt::format("{:.3f}x", *frozen->detail->candidate.speedup)
-                                : std::string("n/a")));
+  progress.line(fmt::format(
+      "frozen: iteration {} (speed-up {}), running the sealed holdout once", frozen->iteration + 1,
+      frozen->detail->candidate.speedup ? fmt::format("{:.3f}x", *frozen->detail->candidate.speedup)
+                                        : std::string("n/a")));
   const auto suite = sealed.unseal_for_run();
-  holdout::HoldoutResult hr = holdout_runner.run(frozen->candidate, frozen->manifest, frozen->cubin, suite);
+  holdout::HoldoutResult hr =
+      holdout_runner.run(frozen->candidate, frozen->manifest, frozen->cubin, suite);
   hr.commitment = sealed.commitment();
   hr.revealed_seed = sealed.reveal_seed();
   const bool commitment_ok =
@@ -183,10 +185,10 @@ void finish_session(const LoopOptions& options, const store::SessionRecord& sess
                              {"rollout", nullptr}};
   record_promotion(store, session.id, frozen->detail->candidate.id, decision, why, evidence);
   result.reason = why;
-  result.decision = decision == store::Decision::kPromoted ? "promoted"
+  result.decision = decision == store::Decision::kPromoted   ? "promoted"
                     : decision == store::Decision::kRejected ? "rejected"
                                                              : "pending_device_validation";
-  result.exit_code = decision == store::Decision::kPromoted ? 0
+  result.exit_code = decision == store::Decision::kPromoted   ? 0
                      : decision == store::Decision::kRejected ? 1
                                                               : 3;
   store.finish_session(session.id, store::SessionStatus::kCompleted,
@@ -209,9 +211,9 @@ void finish_session(const LoopOptions& options, const store::SessionRecord& sess
     }
   }
   if (receipt.is_null()) {
-    receipt = {{"payload", store::build_receipt_payload(final_detail,
-                                                        store::receipt_manifest(store, final_detail),
-                                                        std::nullopt, std::nullopt)},
+    receipt = {{"payload", store::build_receipt_payload(
+                               final_detail, store::receipt_manifest(store, final_detail),
+                               std::nullopt, std::nullopt)},
                {"approval", {{"canonical_payload_sha256", nullptr}, {"signature", nullptr}}}};
     if (receipt_note.empty()) receipt_note = "receipt unsigned (no signing key configured)";
   }
@@ -227,4 +229,4 @@ void finish_session(const LoopOptions& options, const store::SessionRecord& sess
   if (!receipt_note.empty()) progress.line(receipt_note);
 }
 
-}  // namespace kloop::agent
+} // namespace kloop::agent

@@ -40,18 +40,20 @@ nlohmann::json blobify_raw(store::Store::Step& step, nlohmann::json evidence) {
 
 std::string full_prompt_text(const ProviderRequest& request) {
   std::string text = "[system]\n" + request.system + "\n";
-  for (const auto& m : request.messages) text += "[" + m.role + "]\n" + m.content + "\n";
+  for (const auto& m : request.messages)
+    text += "[" + m.role + "]\n" + m.content + "\n";
   return text;
 }
 
-}  // namespace
+} // namespace
 
 std::optional<double> speedup_of(const evaluator::PublicReport& report) {
   const auto* s = benchmark_summary(report);
   return s ? number_at(*s, "geomean_speedup_vs_baseline") : std::nullopt;
 }
 
-std::optional<std::pair<double, double>> speedup_interval_of(const evaluator::PublicReport& report) {
+std::optional<std::pair<double, double>>
+speedup_interval_of(const evaluator::PublicReport& report) {
   const auto* s = benchmark_summary(report);
   if (s == nullptr) return std::nullopt;
   auto lo = number_at(*s, "geomean_ci_lo"), hi = number_at(*s, "geomean_ci_hi");
@@ -151,10 +153,11 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
     c.speedup_hi = ci->second;
   }
   evaluator::PublicReport stored = report;
-  for (auto& g : stored.gates) g.evidence = blobify_raw(step, g.evidence);
+  for (auto& g : stored.gates)
+    g.evidence = blobify_raw(step, g.evidence);
   c.report = stored.to_json();
   step.add_candidate(c);
-  if (!response.text.empty()) {  // the reply text itself: the assistant turn after a resume
+  if (!response.text.empty()) { // the reply text itself: the assistant turn after a resume
     store::ArtifactRecord a;
     a.iteration_id = it.id;
     a.candidate_id = c.id;
@@ -228,4 +231,4 @@ std::optional<Recorder::PublicState> Recorder::last_public_state(std::int64_t se
   return std::nullopt;
 }
 
-}  // namespace kloop::agent
+} // namespace kloop::agent

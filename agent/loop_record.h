@@ -25,7 +25,7 @@ std::optional<std::pair<double, double>> speedup_interval_of(const evaluator::Pu
 bool clears_noise_floor(const evaluator::PublicReport& report);
 
 class Recorder {
- public:
+public:
   explicit Recorder(store::Store& store) : store_(store) {}
 
   void holdout_commitment(std::int64_t session_id, const std::string& commitment);
@@ -47,7 +47,7 @@ class Recorder {
   };
   std::optional<PublicState> last_public_state(std::int64_t session_id);
 
- private:
+private:
   std::int64_t add_exchange(store::Store::Step& step, std::int64_t iteration_id,
                             const ProviderRequest& request, const ProviderResponse& response);
   store::Store& store_;
@@ -60,4 +60,4 @@ void finish_session(const LoopOptions& options, const store::SessionRecord& sess
                     store::Store& store, ProgressSink& progress, const std::string& stop_note,
                     LoopResult& result);
 
-}  // namespace kloop::agent
+} // namespace kloop::agent

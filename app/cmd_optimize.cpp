@@ -7,19 +7,21 @@
 #include <fmt/core.h>
 
 #include "agent/anthropic_provider.h"
+#include "agent/components.h"
 #include "agent/loop.h"
 #include "agent/offline_provider.h"
 #include "agent/openai_provider.h"
 #include "agent/replay_provider.h"
 #include "app/commands.h"
-#include "agent/components.h"
 #include "store/error.h"
 
 namespace kloop::app {
 namespace {
 
 std::atomic<bool> g_cancel{false};
-extern "C" void on_sigint(int) { g_cancel.store(true); }
+extern "C" void on_sigint(int) {
+  g_cancel.store(true);
+}
 
 struct OptimizeArgs {
   std::string op;
@@ -39,7 +41,7 @@ struct OptimizeArgs {
 };
 
 class StdoutProgress : public agent::ProgressSink {
- public:
+public:
   explicit StdoutProgress(bool quiet) : quiet_(quiet) {}
   void line(const std::string& text) override {
     if (quiet_) return;
@@ -47,7 +49,7 @@ class StdoutProgress : public agent::ProgressSink {
     std::fflush(stdout);
   }
 
- private:
+private:
   bool quiet_;
 };
 
@@ -113,15 +115,18 @@ int run_optimize(const OptimizeArgs& a) {
     return kExitUsage;
   }
   StdoutProgress progress(a.json);
-  agent::DeviceContext device(agent::DeviceOptions{a.no_sandbox, a.worker_timeout_s, a.seed}, progress);
+  agent::DeviceContext device(agent::DeviceOptions{a.no_sandbox, a.worker_timeout_s, a.seed},
+                              progress);
 
   agent::LoopOptions o;
   o.budget = a.budget;
   o.seed = a.seed;
   o.provider_name = a.provider;
   o.model = a.model;
-  o.params = {{"base_url", a.base_url}, {"api_key_env", a.api_key_env},
-              {"no_sandbox", a.no_sandbox}, {"replay_session", a.replay_session}};
+  o.params = {{"base_url", a.base_url},
+              {"api_key_env", a.api_key_env},
+              {"no_sandbox", a.no_sandbox},
+              {"replay_session", a.replay_session}};
   if (a.resume > 0) o.resume_session = a.resume;
   o.holdout_dir = std::filesystem::path(a.store_dir) / "holdout";
   o.export_dir = std::filesystem::path(a.store_dir) / "exports";
@@ -159,7 +164,7 @@ int run_optimize(const OptimizeArgs& a) {
   return r.exit_code;
 }
 
-}  // namespace
+} // namespace
 
 void register_optimize(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<OptimizeArgs>();
@@ -172,11 +177,13 @@ void register_optimize(CLI::App& app, int& exit_code) {
   sub->add_option("--model", args->model, "Model name sent to the provider");
   sub->add_option("--base-url", args->base_url, "Provider base URL (OpenAI-compatible servers)");
   sub->add_option("--api-key-env", args->api_key_env, "Environment variable holding the API key");
-  sub->add_option("--store", args->store_dir, "Store directory (default $KLOOP_STORE or ./kloop-store)");
+  sub->add_option("--store", args->store_dir,
+                  "Store directory (default $KLOOP_STORE or ./kloop-store)");
   sub->add_option("--seed", args->seed, "Public seed (provider sampling, offline policy)");
   sub->add_flag("--json", args->json, "Print one JSON document instead of progress lines");
-  sub->add_option("--resume", args->resume, "Continue an interrupted session from its last "
-                                            "committed iteration");
+  sub->add_option("--resume", args->resume,
+                  "Continue an interrupted session from its last "
+                  "committed iteration");
   sub->add_option("--replay-session", args->replay_session,
                   "With --provider replay: the stored session whose responses are served");
   sub->add_flag("--no-sandbox", args->no_sandbox,
@@ -189,4 +196,4 @@ void register_optimize(CLI::App& app, int& exit_code) {
   sub->callback([args, &exit_code] { exit_code = run_optimize(*args); });
 }
 
-}  // namespace kloop::app
+} // namespace kloop::app

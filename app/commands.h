@@ -8,19 +8,19 @@ namespace kloop::app {
 
 // Documented exit codes (README.md, DESIGN.md "CLI").
 enum ExitCode : int {
-  kExitOk = 0,              // promoted / passed / command succeeded
-  kExitRejected = 1,        // candidate or session rejected
-  kExitUsage = 2,           // usage or contract error (bad flag, bad manifest, bad input file)
-  kExitCouldNotFinish = 3,  // no device (pending_device_validation), infrastructure fault
+  kExitOk = 0,             // promoted / passed / command succeeded
+  kExitRejected = 1,       // candidate or session rejected
+  kExitUsage = 2,          // usage or contract error (bad flag, bad manifest, bad input file)
+  kExitCouldNotFinish = 3, // no device (pending_device_validation), infrastructure fault
 };
 
-void register_optimize(CLI::App& app, int& exit_code);  // cmd_optimize.cpp
-void register_evaluate(CLI::App& app, int& exit_code);  // cmd_evaluate.cpp
-void register_store_commands(CLI::App& app, int& exit_code);  // cmd_store.cpp: sessions, show,
-                                                              // compare, replay, report, store,
-                                                              // keys, receipt
+void register_optimize(CLI::App& app, int& exit_code);       // cmd_optimize.cpp
+void register_evaluate(CLI::App& app, int& exit_code);       // cmd_evaluate.cpp
+void register_store_commands(CLI::App& app, int& exit_code); // cmd_store.cpp: sessions, show,
+                                                             // compare, replay, report, store,
+                                                             // keys, receipt
 
 // Registers the evaluator that `kloop replay` re-runs stored candidates through (replay_hook.cpp).
 void register_replay_evaluator();
 
-}  // namespace kloop::app
+} // namespace kloop::app

@@ -12,16 +12,16 @@ namespace kloop::app {
 namespace {
 
 class SilentProgress : public agent::ProgressSink {
- public:
+public:
   void line(const std::string&) override {}
 };
 
 store::ReplayOutcome reevaluate(const store::ReplayCandidate& c) {
   static SilentProgress progress;
-  static std::unique_ptr<agent::DeviceContext> device;  // one probe per process
+  static std::unique_ptr<agent::DeviceContext> device; // one probe per process
   if (!device) device = std::make_unique<agent::DeviceContext>(agent::DeviceOptions{}, progress);
   store::ReplayOutcome out;
-  if (c.source.empty() || c.manifest.empty()) {  // the reply had no candidate: format failure
+  if (c.source.empty() || c.manifest.empty()) { // the reply had no candidate: format failure
     out.verdict = store::VerdictCode::kReject;
     for (const auto& g : c.recorded_gates)
       if (g.name == "format") out.gates.push_back(g);
@@ -51,8 +51,10 @@ store::ReplayOutcome reevaluate(const store::ReplayCandidate& c) {
   return out;
 }
 
-}  // namespace
+} // namespace
 
-void register_replay_evaluator() { store::set_default_reevaluator(reevaluate); }
+void register_replay_evaluator() {
+  store::set_default_reevaluator(reevaluate);
+}
 
-}  // namespace kloop::app
+} // namespace kloop::app

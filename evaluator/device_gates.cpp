@@ -60,7 +60,8 @@ std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
                                nlohmann::json::object()});
     return out;
   }
-  for (auto& g : run_perf_gates(built)) out.push_back(std::move(g));
+  for (auto& g : run_perf_gates(built))
+    out.push_back(std::move(g));
   return out;
 }
 
@@ -126,7 +127,8 @@ GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
   config.work_dir = dir.path.string();
   config.worker_result_path = (dir.path / "result.json").string();
   config.deadline_per_tool = o.sanitizer_deadline;
-  config.env = {{"PATH", "/usr/local/cuda/bin:/usr/bin:/bin"}, {"HOME", dir.path.string()},
+  config.env = {{"PATH", "/usr/local/cuda/bin:/usr/bin:/bin"},
+                {"HOME", dir.path.string()},
                 {"TMPDIR", dir.path.string()}};
   // No network for the sanitized worker either: unshare -n wraps compute-sanitizer.
   const bool isolate = o.runner.isolate_network && network_isolation_available();
@@ -175,7 +177,7 @@ GpuRunResult benchmark_run(const BuiltCandidate& built, const GpuGatesOptions& o
   return run;
 }
 
-}  // namespace
+} // namespace
 
 nlohmann::json stalls_from_pcsample(const nlohmann::json& pc) {
   nlohmann::json out = {{"histogram", pc.value("stall_reasons", nlohmann::json::object())},
@@ -188,7 +190,9 @@ nlohmann::json stalls_from_pcsample(const nlohmann::json& pc) {
   for (const auto& t : pc.value("top_pcs", nlohmann::json::array())) {
     std::string reason;
     long best = -1;
-    for (const auto& [name, n] : t.value("stalls", nlohmann::json::object()).items())
+    // Keep the stalls object alive: items() of a temporary would dangle.
+    const nlohmann::json stalls = t.value("stalls", nlohmann::json::object());
+    for (const auto& [name, n] : stalls.items())
       if (n.is_number() && n.get<long>() > best) best = n.get<long>(), reason = name;
     out["top_lines"].push_back(
         {{"line", t.value("line", 0)}, {"reason", reason}, {"samples", t.value("samples", 0)}});
@@ -201,17 +205,20 @@ std::vector<GateResult> GpuWorkerGates::run_perf_gates(const BuiltCandidate& bui
   sanitizer_reports_.clear();
   GateResult san = sanitizer_gate(built, options_, &sanitizer_reports_);
   nlohmann::json raw_reports = nlohmann::json::object();
-  for (const auto& [tool, text] : sanitizer_reports_) raw_reports[tool] = text;
+  for (const auto& [tool, text] : sanitizer_reports_)
+    raw_reports[tool] = text;
   san.evidence["raw_reports"] = raw_reports;
   out.push_back(san);
   if (san.status != GateStatus::kPass) {
-    for (auto& g : perf::not_run("sanitizer did not pass")) out.push_back(g);
+    for (auto& g : perf::not_run("sanitizer did not pass"))
+      out.push_back(g);
     return out;
   }
   GpuRunResult bench = benchmark_run(built, options_);
   runs_.push_back(bench);
   if (!bench.result.is_object() || !bench.result.contains("benchmark")) {
-    const GateStatus st = bench.status == GateStatus::kPass ? GateStatus::kInfraError : bench.status;
+    const GateStatus st =
+        bench.status == GateStatus::kPass ? GateStatus::kInfraError : bench.status;
     for (std::string_view name : {kGateBenchmark, kGateRoofline})
       out.push_back(GateResult{std::string(name), st, bench.reason, {{"worker", bench.to_json()}}});
     return out;
@@ -243,4 +250,4 @@ std::vector<GateResult> GpuWorkerGates::run_perf_gates(const BuiltCandidate& bui
   return out;
 }
 
-}  // namespace kloop::evaluator
+} // namespace kloop::evaluator

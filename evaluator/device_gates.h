@@ -10,8 +10,8 @@
 
 #include <chrono>
 #include <cstdint>
-#include <string>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "evaluator/gpu_runner.h"
@@ -32,7 +32,7 @@ struct GpuGatesOptions {
   double bench_time_cap_s = 0.25;
   std::chrono::milliseconds bench_deadline{240000};     // watchdog of the benchmark batch
   std::chrono::milliseconds sanitizer_deadline{120000}; // per compute-sanitizer tool
-  bool pc_sampling = true;  // CUPTI stall sampling (feedback data, not a gate)
+  bool pc_sampling = true; // CUPTI stall sampling (feedback data, not a gate)
 };
 
 class GpuWorkerGates : public DeviceGates {

@@ -4,12 +4,18 @@ namespace kloop::evaluator {
 
 std::string_view gate_status_name(GateStatus status) {
   switch (status) {
-    case GateStatus::kPass: return "pass";
-    case GateStatus::kFail: return "fail";
-    case GateStatus::kTimeout: return "timeout";
-    case GateStatus::kCrashed: return "crashed";
-    case GateStatus::kNotRun: return "not_run";
-    case GateStatus::kInfraError: return "infra_error";
+  case GateStatus::kPass:
+    return "pass";
+  case GateStatus::kFail:
+    return "fail";
+  case GateStatus::kTimeout:
+    return "timeout";
+  case GateStatus::kCrashed:
+    return "crashed";
+  case GateStatus::kNotRun:
+    return "not_run";
+  case GateStatus::kInfraError:
+    return "infra_error";
   }
   return "infra_error";
 }
@@ -25,9 +31,12 @@ GateStatus parse_gate_status(std::string_view name) {
 
 std::string_view verdict_name(Verdict verdict) {
   switch (verdict) {
-    case Verdict::kPass: return "pass";
-    case Verdict::kReject: return "reject";
-    case Verdict::kPendingDeviceValidation: return "pending_device_validation";
+  case Verdict::kPass:
+    return "pass";
+  case Verdict::kReject:
+    return "reject";
+  case Verdict::kPendingDeviceValidation:
+    return "pending_device_validation";
   }
   return "reject";
 }
@@ -66,10 +75,9 @@ PublicReport PublicReport::from_json(const nlohmann::json& j) {
   try {
     r.verdict = parse_verdict(j.at("verdict").get<std::string>());
     for (const auto& g : j.at("gates")) {
-      r.gates.push_back({g.at("name").get<std::string>(),
-                         parse_gate_status(g.at("status").get<std::string>()),
-                         g.value("reason", std::string()),
-                         g.value("evidence", nlohmann::json::object())});
+      r.gates.push_back(
+          {g.at("name").get<std::string>(), parse_gate_status(g.at("status").get<std::string>()),
+           g.value("reason", std::string()), g.value("evidence", nlohmann::json::object())});
     }
     if (j.contains("artifacts"))
       r.artifacts = j.at("artifacts").get<std::map<std::string, std::string>>();
@@ -85,4 +93,4 @@ const GateResult* PublicReport::find(std::string_view gate) const {
   return nullptr;
 }
 
-}  // namespace kloop::evaluator
+} // namespace kloop::evaluator

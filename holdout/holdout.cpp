@@ -24,14 +24,15 @@ bool is_prime(std::int64_t n) {
   return true;
 }
 
-std::int64_t uniform_int(rmsnorm::Rng& rng, std::int64_t lo, std::int64_t hi) {  // [lo, hi]
+std::int64_t uniform_int(rmsnorm::Rng& rng, std::int64_t lo, std::int64_t hi) { // [lo, hi]
   return lo + static_cast<std::int64_t>(rng.next() % static_cast<std::uint64_t>(hi - lo + 1));
 }
 
 std::int64_t draw_width(rmsnorm::Rng& rng, int index) {
   std::int64_t h = uniform_int(rng, 1, 20000);
-  if (index % 3 == 0) {  // a prime at or after h (<= 20011, the first prime past 20000)
-    while (!is_prime(h)) ++h;
+  if (index % 3 == 0) { // a prime at or after h (<= 20011, the first prime past 20000)
+    while (!is_prime(h))
+      ++h;
   }
   return h;
 }
@@ -51,16 +52,16 @@ std::vector<std::int64_t> draw_outer(rmsnorm::Rng& rng, std::int64_t max_rows) {
 }
 
 constexpr ValueFamily kValueFamilies[] = {
-    ValueFamily::kHeavyTailed,     ValueFamily::kOutlierChannels, ValueFamily::kRowScales,
-    ValueFamily::kNanInf,          ValueFamily::kNormal,          ValueFamily::kMixedMagnitudes,
-    ValueFamily::kRowScales,       ValueFamily::kOutlierChannels,
+    ValueFamily::kHeavyTailed, ValueFamily::kOutlierChannels, ValueFamily::kRowScales,
+    ValueFamily::kNanInf,      ValueFamily::kNormal,          ValueFamily::kMixedMagnitudes,
+    ValueFamily::kRowScales,   ValueFamily::kOutlierChannels,
 };
 
-constexpr LayoutKind kLayouts[] = {LayoutKind::kContiguous, LayoutKind::kSlicedGaps,
+constexpr LayoutKind kLayouts[] = {LayoutKind::kContiguous,    LayoutKind::kSlicedGaps,
                                    LayoutKind::kStorageOffset, LayoutKind::kContiguous,
-                                   LayoutKind::kTransposed, LayoutKind::kExpanded};
+                                   LayoutKind::kTransposed,    LayoutKind::kExpanded};
 
-}  // namespace
+} // namespace
 
 std::uint64_t draw_secret_seed() {
   if (sodium_init() < 0) throw HoldoutError("holdout: libsodium failed to initialise");
@@ -70,7 +71,7 @@ std::uint64_t draw_secret_seed() {
 }
 
 std::vector<CaseSpec> generate_suite(std::uint64_t seed, const SuiteOptions& options) {
-  rmsnorm::Rng rng(seed ^ 0x686f6c646f75745fULL);  // "holdout_": separates it from public draws
+  rmsnorm::Rng rng(seed ^ 0x686f6c646f75745fULL); // "holdout_": separates it from public draws
   std::vector<CaseSpec> suite;
   const std::int64_t per_case = std::max<std::int64_t>(1, options.max_elements / options.cases);
   for (int i = 0; i < options.cases; ++i) {
@@ -103,8 +104,9 @@ std::vector<CaseSpec> generate_suite(std::uint64_t seed, const SuiteOptions& opt
 
 std::string canonical_suite_text(const std::vector<CaseSpec>& suite) {
   nlohmann::json arr = nlohmann::json::array();
-  for (const auto& s : suite) arr.push_back(s.to_json());
-  return arr.dump();  // nlohmann::json objects keep keys sorted: the dump is canonical
+  for (const auto& s : suite)
+    arr.push_back(s.to_json());
+  return arr.dump(); // nlohmann::json objects keep keys sorted: the dump is canonical
 }
 
 std::string commitment_for(const std::vector<CaseSpec>& suite, std::uint64_t seed) {
@@ -138,10 +140,14 @@ SuiteOptions options_of(const nlohmann::json& j) {
   return o;
 }
 
-}  // namespace
+} // namespace
 
-fs::path SealedSuite::sealed_path() const { return dir_ / (label_ + ".sealed"); }
-fs::path SealedSuite::retired_path() const { return dir_ / (label_ + ".retired"); }
+fs::path SealedSuite::sealed_path() const {
+  return dir_ / (label_ + ".sealed");
+}
+fs::path SealedSuite::retired_path() const {
+  return dir_ / (label_ + ".retired");
+}
 
 SealedSuite SealedSuite::create(const fs::path& dir, const std::string& label, std::uint64_t seed,
                                 const SuiteOptions& options) {
@@ -160,7 +166,7 @@ SealedSuite SealedSuite::create(const fs::path& dir, const std::string& label, s
                                {"commitment", suite.commitment_}};
   const fs::path tmp = suite.sealed_path().string() + ".tmp";
   {
-    const mode_t old = ::umask(077);  // the file is created owner-only
+    const mode_t old = ::umask(077); // the file is created owner-only
     std::ofstream out(tmp, std::ios::trunc);
     ::umask(old);
     if (!(out << body.dump())) throw HoldoutError("holdout: cannot write " + tmp.string());
@@ -172,27 +178,33 @@ SealedSuite SealedSuite::create(const fs::path& dir, const std::string& label, s
 
 SealedSuite SealedSuite::open(const fs::path& dir, const std::string& label) {
   SealedSuite probe(dir, label, "");
-  const fs::path path = fs::exists(probe.sealed_path()) ? probe.sealed_path() : probe.retired_path();
+  const fs::path path =
+      fs::exists(probe.sealed_path()) ? probe.sealed_path() : probe.retired_path();
   if (!fs::exists(path))
     throw HoldoutError("holdout: no sealed suite '" + label + "' in " + dir.string());
   return SealedSuite(dir, label, read_sealed(path).at("commitment").get<std::string>());
 }
 
-bool SealedSuite::retired() const { return !fs::exists(sealed_path()); }
+bool SealedSuite::retired() const {
+  return !fs::exists(sealed_path());
+}
 
 std::vector<CaseSpec> SealedSuite::unseal_for_run() {
   if (retired())
-    throw HoldoutError("holdout: suite '" + label_ + "' is retired; a holdout runs once — seal a "
+    throw HoldoutError("holdout: suite '" + label_ +
+                       "' is retired; a holdout runs once — seal a "
                        "fresh suite for new acceptance evidence");
   std::error_code ec;
-  fs::rename(sealed_path(), retired_path(), ec);  // retire before use: a crash still counts
-  if (ec) throw HoldoutError("holdout: cannot retire " + sealed_path().string() + ": " + ec.message());
+  fs::rename(sealed_path(), retired_path(), ec); // retire before use: a crash still counts
+  if (ec)
+    throw HoldoutError("holdout: cannot retire " + sealed_path().string() + ": " + ec.message());
   const nlohmann::json body = read_sealed(retired_path());
   const std::uint64_t seed = std::stoull(body.at("seed").get<std::string>());
   const SuiteOptions options = options_of(body);
   auto suite = generate_suite(seed, options);
   if (commitment_for(suite, seed) != commitment_)
-    throw HoldoutError("holdout: suite '" + label_ + "' does not match its commitment; the sealed "
+    throw HoldoutError("holdout: suite '" + label_ +
+                       "' does not match its commitment; the sealed "
                        "file was altered");
   return suite;
 }
@@ -213,4 +225,4 @@ nlohmann::json HoldoutResult::to_json() const {
           {"detail", detail}};
 }
 
-}  // namespace kloop::holdout
+} // namespace kloop::holdout

@@ -47,14 +47,14 @@ bool verify_commitment(const std::string& commitment, std::uint64_t revealed_see
 
 // Raised when a retired or tampered sealed suite is used again.
 class HoldoutError : public std::runtime_error {
- public:
+public:
   using std::runtime_error::runtime_error;
 };
 
 // The sealed suite on disk: DIR/<label>.sealed (mode 0600, DIR 0700) holds the seed and options;
 // after its one use it is renamed to <label>.retired. Never place DIR inside a sandbox's view.
 class SealedSuite {
- public:
+public:
   // Draws nothing: seals `seed` under `dir`. Throws HoldoutError if the label exists already.
   static SealedSuite create(const std::filesystem::path& dir, const std::string& label,
                             std::uint64_t seed, const SuiteOptions& options = {});
@@ -70,7 +70,7 @@ class SealedSuite {
   // The seed, only once retired (throws HoldoutError before).
   std::uint64_t reveal_seed() const;
 
- private:
+private:
   SealedSuite(std::filesystem::path dir, std::string label, std::string commitment)
       : dir_(std::move(dir)), label_(std::move(label)), commitment_(std::move(commitment)) {}
   std::filesystem::path sealed_path() const;
@@ -83,12 +83,12 @@ class SealedSuite {
 // The outcome of the one holdout run. Deliberately not a PublicReport.
 struct HoldoutResult {
   evaluator::GateStatus status = evaluator::GateStatus::kNotRun;
-  std::string reason;       // not_run / fail reason (case names only, never values)
-  std::string commitment;   // the commitment this run answered
+  std::string reason;     // not_run / fail reason (case names only, never values)
+  std::string commitment; // the commitment this run answered
   std::int64_t passed = 0, failed = 0;
   std::uint64_t revealed_seed = 0;
-  nlohmann::json detail = nlohmann::json::object();  // suite result JSON (store only)
+  nlohmann::json detail = nlohmann::json::object(); // suite result JSON (store only)
   nlohmann::json to_json() const;
 };
 
-}  // namespace kloop::holdout
+} // namespace kloop::holdout

@@ -23,8 +23,8 @@ std::optional<DType> parse_dtype(std::string_view name);
 std::size_t dtype_bytes(DType dtype);
 
 float half_bits_to_float(std::uint16_t bits);
-std::uint16_t float_to_half_bits(float value);  // round to nearest even, overflow to +-Inf
+std::uint16_t float_to_half_bits(float value); // round to nearest even, overflow to +-Inf
 float bf16_bits_to_float(std::uint16_t bits);
-std::uint16_t float_to_bf16_bits(float value);  // round to nearest even, NaN kept quiet
+std::uint16_t float_to_bf16_bits(float value); // round to nearest even, NaN kept quiet
 
-}  // namespace kloop
+} // namespace kloop

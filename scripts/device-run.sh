@@ -72,6 +72,8 @@ if [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
   opt=/tmp/kloop-device-opt
   rm -rf "$opt" && mkdir -p "$opt"
   timer=""; [ -x /usr/bin/time ] && timer="/usr/bin/time -v"
+  # RUNPATH is not transitive: libcurl's own dependencies are found through LD_LIBRARY_PATH.
+  export LD_LIBRARY_PATH=$bundle/lib
   $timer timeout "${OPTIMIZE_TIMEOUT:-330}" "$bundle/bin/kloop" optimize rmsnorm \
     --budget "${OPTIMIZE_BUDGET:-5}" --store "$store" >"$out/optimize.txt" 2>"$opt/optimize-stderr.txt"
   echo "optimize exit $? in $(( $(date +%s) - start ))s" >>"$out/optimize.txt"
@@ -79,6 +81,7 @@ if [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
   "$bundle/bin/kloop" store verify --store "$store" >>"$out/optimize.txt" 2>&1
   "$bundle/bin/kloop" report 1 --html "$opt/report.html" --store "$store" >/dev/null 2>&1
   du -sh "$store" >>"$out/optimize.txt"
+  unset LD_LIBRARY_PATH  # python3/torch must not load the bundled Debian libraries
   promoted=$(ls -d "$store"/exports/session-* 2>/dev/null | head -1)
   if [ -n "$promoted" ] && [ "${COMPARE_TORCH:-1}" = 1 ]; then
     PYTHONUNBUFFERED=1 timeout "${COMPARE_TIMEOUT:-120}" python3 bench/compare_torch.py "$promoted" \

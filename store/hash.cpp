@@ -24,7 +24,7 @@ std::string to_hex(const unsigned char* digest) {
   return out;
 }
 
-}  // namespace
+} // namespace
 
 std::string sha256_hex(std::string_view bytes) {
   ensure_sodium();
@@ -57,4 +57,4 @@ std::string sha256_file_hex(const std::string& path) {
   return to_hex(digest.data());
 }
 
-}  // namespace kloop::store
+} // namespace kloop::store

@@ -1,5 +1,6 @@
 // SHA-256 helpers (libsodium's crypto_hash_sha256). Every artifact kloop records is named by the
-// lower-case hex SHA-256 of its bytes; the same function hashes blobs, sources, cubins and receipts.
+// lower-case hex SHA-256 of its bytes; the same function hashes blobs, sources, cubins and
+// receipts.
 #pragma once
 
 #include <cstddef>
@@ -17,4 +18,4 @@ std::string sha256_hex(std::span<const std::byte> bytes);
 // SHA-256 of a file's contents; throws std::runtime_error naming the path if it cannot be read.
 std::string sha256_file_hex(const std::string& path);
 
-}  // namespace kloop::store
+} // namespace kloop::store
