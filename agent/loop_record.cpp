@@ -38,6 +38,32 @@ nlohmann::json blobify_raw(store::Store::Step& step, nlohmann::json evidence) {
   return evidence;
 }
 
+// Roofline telemetry for the report: the streaming shape bf16 65536 x 4096 (cold L2) when
+// measured, else the first shape; arithmetic intensity = 4 flop per element (seed's work proxy)
+// over the shape's unique logical bytes.
+std::optional<nlohmann::json> roofline_telemetry(const nlohmann::json& ev) {
+  const auto shapes = ev.value("shapes", nlohmann::json::array());
+  if (!shapes.is_array() || shapes.empty()) return std::nullopt;
+  nlohmann::json pick = shapes.front();
+  for (const auto& s : shapes)
+    if (s.value("dtype", "") == "bfloat16" && s.value("rows", 0) == 65536 &&
+        s.value("h", 0) == 4096)
+      pick = s;
+  const auto states = pick.value("states", nlohmann::json::array());
+  if (!states.is_array() || states.empty()) return std::nullopt;
+  const double tbps = states.front().value("effective_tbps", 0.0);
+  const double unique = pick.value("logical_bytes", nlohmann::json::object()).value("unique", 0.0);
+  const double elems = pick.value("rows", 0.0) * pick.value("h", 0.0);
+  return nlohmann::json{{"achieved_gbps", tbps * 1000.0},
+                        {"ceiling_gbps", ev.value("copy_ceiling_tbps", 0.0) * 1000.0},
+                        {"arith_intensity", unique > 0 ? 4.0 * elems / unique : 0.0},
+                        {"shape",
+                         {{"rows", pick.value("rows", 0)},
+                          {"h", pick.value("h", 0)},
+                          {"dtype", pick.value("dtype", "")}}},
+                        {"state", states.front().value("state", "")}};
+}
+
 std::string full_prompt_text(const ProviderRequest& request) {
   std::string text = "[system]\n" + request.system + "\n";
   for (const auto& m : request.messages)
@@ -192,6 +218,30 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
     artifact(ArtifactKind::kPtx, "kernel.ptx", b.ptx);
     artifact(ArtifactKind::kLog, "nvrtc.log", b.log);
     artifact(ArtifactKind::kLog, "nvrtc-ptx.log", b.log_ptx);
+  }
+  for (const auto& g : stored.gates) { // telemetry the report and receipts read
+    store::TelemetryRecord t;
+    t.candidate_id = c.id;
+    if (g.name == evaluator::kGateRoofline && g.status == evaluator::GateStatus::kPass) {
+      if (auto roof = roofline_telemetry(g.evidence)) {
+        t.kind = "roofline";
+        t.data = *roof;
+        step.add_telemetry(t);
+      }
+    } else if (g.name == evaluator::kGateBenchmark && g.evidence.contains("stalls") &&
+               g.evidence["stalls"].contains("histogram")) {
+      t.kind = "stall_reasons";
+      t.data = g.evidence["stalls"]["histogram"];
+      step.add_telemetry(t);
+    }
+    if (g.name == evaluator::kGateBenchmark && g.evidence.contains("raw_samples") &&
+        g.evidence["raw_samples"].contains("blob")) {
+      store::BenchmarkRecord b;
+      b.candidate_id = c.id;
+      b.series = "all_series"; // every series of every shape/state, as the worker wrote them
+      b.samples_sha256 = g.evidence["raw_samples"]["blob"].get<std::string>();
+      step.add_benchmark(b);
+    }
   }
   if (evaluation) {
     for (const auto& t : evaluation->tool_calls) {

@@ -186,6 +186,7 @@ BuildResult build_candidate(std::string_view source, const rmsnorm::Manifest& ma
   r.options_ptx = res.value("options_ptx", std::vector<std::string>{});
   evidence["nvrtc_version"] = r.nvrtc_version;
   evidence["options_cubin"] = r.options_cubin;
+  evidence["flags"] = r.options_cubin; // the receipt's target.compiler_flags
   evidence["options_ptx"] = r.options_ptx;
   evidence["seccomp"] = res.value("seccomp", false);
   const std::string status = res.value("status", "");

@@ -1,6 +1,10 @@
 // Correctness on the device through the GPU worker (see device_gates.h).
 #include "evaluator/device_gates.h"
 
+#include "kernels/rmsnorm/cases.h"
+#include "kernels/rmsnorm/contract.h"
+#include "store/hash.h"
+
 #include <unistd.h>
 
 namespace kloop::evaluator {
@@ -52,6 +56,15 @@ std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
       break;
     }
   GateResult correctness = correctness_gate_from(*decisive);
+  { // what the receipt binds: the suite (specs + tolerance policy via the contract hash) and
+    // the reference (defined by the contract document: formula, order, casts, errors)
+    nlohmann::json specs = nlohmann::json::array();
+    for (const auto& spec : rmsnorm::public_cases(options_.public_seed))
+      specs.push_back(spec.to_json());
+    correctness.evidence["suite_sha256"] =
+        store::sha256_hex(specs.dump() + "\n" + rmsnorm::contract_sha256());
+    correctness.evidence["reference_sha256"] = rmsnorm::contract_sha256();
+  }
   if (runs_.size() > 1) correctness.evidence["batches"] = runs_.size();
   std::vector<GateResult> out{correctness};
   if (correctness.status != GateStatus::kPass) {
@@ -73,7 +86,9 @@ std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
 
 #include "evaluator/perf_gates.h"
 #include "evaluator/sanitizer.h"
+#include "kernels/rmsnorm/cases.h"
 #include "kernels/rmsnorm/contract.h"
+#include "store/hash.h"
 
 namespace kloop::evaluator {
 namespace {
@@ -168,6 +183,12 @@ GpuRunResult benchmark_run(const BuiltCandidate& built, const GpuGatesOptions& o
   ro.deadline = o.bench_deadline;
   ro.work_dir = dir.path;
   GpuRunResult run = run_gpu_worker(req, ro);
+  run.result["protocol_sha256"] = store::sha256_hex(req.options.dump());
+  run.result["baseline_label"] =
+      o.baseline_cubin.empty()
+          ? "trusted reference kernel (fp32 accumulation, one final cast)"
+          : "in-tree baseline kernels/rmsnorm/baseline, source sha256 " +
+                store::sha256_hex(o.baseline_source) + " (fp32 accumulation, one final cast)";
   // Raw samples travel into the evidence as "raw_samples" (the store moves raw_* to a blob).
   std::ifstream raw(dir.path / "bench_raw.json");
   if (raw && run.result.is_object() && run.result.contains("benchmark")) {
@@ -227,6 +248,8 @@ std::vector<GateResult> GpuWorkerGates::run_perf_gates(const BuiltCandidate& bui
   GateResult bg = perf::benchmark_gate(b);
   GateResult rg = perf::roofline_gate(b);
   if (b.contains("raw_samples")) bg.evidence["raw_samples"] = b["raw_samples"];
+  bg.evidence["protocol_sha256"] = bench.result.value("protocol_sha256", std::string());
+  bg.evidence["baseline"] = bench.result.value("baseline_label", std::string());
   if (bench.status == GateStatus::kCrashed || bench.status == GateStatus::kTimeout) {
     bg.status = bench.status;
     bg.reason = bench.reason;
