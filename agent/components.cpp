@@ -89,6 +89,8 @@ DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progres
   }
   evaluator::EvaluateOptions eo;
   if (options.no_sandbox) eo.build.sandbox = evaluator::SandboxRequest::kNoSandbox;
+  eo.build.deadline =
+      std::chrono::milliseconds(static_cast<long long>(options.build_timeout_s * 1000));
   evaluator::GpuGatesOptions go;
   go.public_seed = options.public_seed;
   if (has_device_) { // the benchmark baseline: the in-tree baseline, built once like a candidate

@@ -112,6 +112,19 @@ void finish_session(const LoopOptions& options, const store::SessionRecord& sess
   const auto detail = store.load_session(session.id);
   auto frozen = freeze_best(store, detail);
   if (!frozen) {
+    bool any_candidate = false;
+    for (const auto& it : detail.iterations)
+      any_candidate |= !it.candidates.empty();
+    if (!any_candidate && !detail.iterations.empty()) { // only provider failures: not a verdict
+      result.decision = "failed";
+      result.reason = "could not finish: no iteration got a reply from the provider: " +
+                      summarise_failures(detail, false);
+      result.exit_code = 3;
+      record_promotion(store, session.id, std::nullopt, store::Decision::kRejected, result.reason,
+                       {{"infrastructure", true}});
+      store.finish_session(session.id, store::SessionStatus::kFailed, std::nullopt);
+      return;
+    }
     bool pending = false;
     for (const auto& it : detail.iterations)
       for (const auto& c : it.candidates)

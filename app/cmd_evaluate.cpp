@@ -7,11 +7,17 @@
 
 #include <fmt/core.h>
 
+#include "agent/components.h"
 #include "app/commands.h"
 #include "evaluator/pipeline.h"
 
 namespace kloop::app {
 namespace {
+
+class StderrProgress : public agent::ProgressSink {
+public:
+  void line(const std::string& text) override { std::fprintf(stderr, "%s\n", text.c_str()); }
+};
 
 struct EvaluateArgs {
   std::string op;
@@ -49,16 +55,18 @@ int run_evaluate(const EvaluateArgs& a) {
     std::fprintf(stderr, "kloop evaluate: %s\n", loaded.error.c_str());
     return kExitUsage;
   }
-  evaluator::EvaluateOptions options;
-  options.build.deadline =
-      std::chrono::milliseconds(static_cast<long long>(a.build_timeout_s * 1000));
   if (a.no_sandbox) {
-    options.build.sandbox = evaluator::SandboxRequest::kNoSandbox;
     std::fprintf(stderr, "kloop evaluate: --no-sandbox: the candidate is compiled WITHOUT "
                          "isolation (recorded in the build gate's evidence)\n");
   }
-  evaluator::NoDeviceGates device;
-  auto ev = evaluator::evaluate_candidate(*loaded.candidate, options, device);
+  // The same evaluator as `kloop optimize`: sandboxed build, static inspection and the GPU worker
+  // device gates (not_run with the reason where there is no device). Progress goes to stderr.
+  StderrProgress progress;
+  agent::DeviceOptions device_options;
+  device_options.no_sandbox = a.no_sandbox;
+  device_options.build_timeout_s = a.build_timeout_s;
+  agent::DeviceContext device(device_options, progress);
+  auto ev = device.evaluator().evaluate(*loaded.candidate);
   if (a.json)
     std::printf("%s\n", ev.report.to_json().dump(2).c_str());
   else

@@ -189,10 +189,13 @@ void register_optimize(CLI::App& app, int& exit_code) {
   sub->add_flag("--no-sandbox", args->no_sandbox,
                 "Build untrusted code without namespace isolation (recorded; avoid)");
   sub->add_option("--sign-key", args->sign_key, "Sign the promotion receipt with this key file");
-  sub->add_option("--max-tokens", args->max_tokens, "Token budget of the session (0: none)");
-  sub->add_option("--max-cost-usd", args->max_cost_usd, "Cost budget of the session (0: none)");
+  sub->add_option("--max-tokens", args->max_tokens, "Token budget of the session (0: none)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--max-cost-usd", args->max_cost_usd, "Cost budget of the session (0: none)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--worker-timeout", args->worker_timeout_s,
-                  "Watchdog deadline per GPU worker batch, seconds");
+                  "Watchdog deadline per GPU worker batch, seconds")
+      ->check(CLI::Range(1.0, 3600.0));
   sub->callback([args, &exit_code] { exit_code = run_optimize(*args); });
 }
 

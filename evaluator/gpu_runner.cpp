@@ -185,8 +185,17 @@ GpuRunResult run_gpu_worker(const GpuRunRequest& request, const GpuRunOptions& o
   fs::remove(dir / "progress.json", ec);
   write_file(dir / "request.json", req.dump(2));
 
-  const std::string worker =
-      options.worker.empty() ? worker_path("kloop-gpu-worker") : options.worker;
+  std::string worker = options.worker;
+  if (worker.empty()) {
+    try {
+      worker = worker_path("kloop-gpu-worker");
+    } catch (const InfraError& e) { // a build without CUDA: the tool is missing, not our fault
+      GpuRunResult r;
+      r.status = GateStatus::kNotRun;
+      r.reason = std::string("GPU worker not built: ") + e.what();
+      return r;
+    }
+  }
   std::vector<std::string> argv;
   const bool isolate = options.isolate_network && network_isolation_available();
   if (isolate) argv = {"/usr/bin/unshare", "-n"};

@@ -14,9 +14,13 @@
 
 namespace {
 
-constexpr int kWarp = 32;
-constexpr int kMaxWarps = 32;
-constexpr int kCache = 6; // 16-byte vectors (or floats in scalar mode) cached per thread
+// Enumerators, not namespace-scope constexpr variables: an odr-used constexpr variable becomes a
+// .global PTX symbol, which kloop's static gate rejects as module-scope state.
+enum : int {
+  kWarp = 32,
+  kMaxWarps = 32,
+  kCache = 6, // 16-byte vectors (or floats in scalar mode) cached per thread
+};
 
 __device__ __forceinline__ float to_f(float v) {
   return v;
