@@ -27,3 +27,11 @@ if(KLOOP_WITH_CUDA)
   enable_language(CUDA)
   set(CMAKE_CUDA_STANDARD 17)
 endif()
+
+# NVRTC by path: without the CUDA language, FindCUDAToolkit's CUDA::nvrtc carries the libcuda
+# stub as a link dependency, and no binary that runs on the build machine may link libcuda.
+find_library(KLOOP_NVRTC_LIBRARY nvrtc PATHS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64
+             NO_DEFAULT_PATH REQUIRED)
+add_library(kloop_nvrtc INTERFACE)
+target_link_libraries(kloop_nvrtc INTERFACE ${KLOOP_NVRTC_LIBRARY})
+target_include_directories(kloop_nvrtc INTERFACE ${CUDAToolkit_INCLUDE_DIRS})
