@@ -94,6 +94,16 @@ bool clears_noise_floor(const evaluator::PublicReport& report) {
   return it != s->end() && it->is_boolean() && it->get<bool>();
 }
 
+store::GateRecord gate_record(const evaluator::GateResult& gate, int ordinal) {
+  store::GateRecord r;
+  r.ordinal = ordinal;
+  r.name = gate.name;
+  r.status = static_cast<store::GateCode>(gate.status);
+  r.reason = gate.reason;
+  r.evidence = gate.evidence;
+  return r;
+}
+
 void Recorder::holdout_commitment(std::int64_t session_id, const std::string& commitment) {
   auto step = store_.begin_step();
   store::HoldoutCommitmentRecord r;
@@ -194,13 +204,8 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
 
   int ordinal = 0;
   for (const auto& g : stored.gates) {
-    store::GateRecord gr;
+    store::GateRecord gr = gate_record(g, ordinal++);
     gr.candidate_id = c.id;
-    gr.ordinal = ordinal++;
-    gr.name = g.name;
-    gr.status = static_cast<store::GateCode>(g.status);
-    gr.reason = g.reason;
-    gr.evidence = g.evidence;
     step.add_gate(gr);
   }
   if (evaluation && evaluation->build) {

@@ -24,6 +24,9 @@ std::optional<std::pair<double, double>> speedup_interval_of(const evaluator::Pu
 // True when the benchmark gate says the speed-up clears the A/A noise floor.
 bool clears_noise_floor(const evaluator::PublicReport& report);
 
+// The store row of one gate result (candidate_id is left for the caller).
+store::GateRecord gate_record(const evaluator::GateResult& gate, int ordinal);
+
 class Recorder {
 public:
   explicit Recorder(store::Store& store) : store_(store) {}

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "agent/components.h"
+#include "agent/loop_record.h"
 #include "agent/reply_parser.h"
 #include "app/commands.h"
 #include "store/replay.h"
@@ -38,15 +39,8 @@ store::ReplayOutcome reevaluate(const store::ReplayCandidate& c) {
   format.status = store::GateCode::kPass;
   out.gates.push_back(format);
   int ordinal = 1;
-  for (const auto& g : evaluation.report.gates) {
-    store::GateRecord r;
-    r.ordinal = ordinal++;
-    r.name = g.name;
-    r.status = static_cast<store::GateCode>(g.status);
-    r.reason = g.reason;
-    r.evidence = g.evidence;
-    out.gates.push_back(r);
-  }
+  for (const auto& g : evaluation.report.gates)
+    out.gates.push_back(agent::gate_record(g, ordinal++));
   out.verdict = static_cast<store::VerdictCode>(evaluation.report.verdict);
   return out;
 }
