@@ -253,7 +253,10 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
       store::ToolCallRecord tr;
       tr.iteration_id = it.id;
       tr.candidate_id = c.id;
-      tr.tool = t.argv.empty() ? std::string("?") : t.argv.front();
+      tr.tool = t.detail.is_object() && t.detail.contains("tool")
+                    ? t.detail.value("tool", std::string("?"))
+                    : (t.argv.empty() ? std::string("?") : t.argv.front());
+      if (t.detail.is_object()) tr.tool_version = t.detail.value("tool_version", std::string());
       tr.argv = t.argv;
       tr.cwd = t.cwd;
       tr.exit_code = t.exit_code;
@@ -265,6 +268,18 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
       tr.stdout_sha256 = step.put_blob(t.stdout_text);
       tr.stderr_sha256 = step.put_blob(t.stderr_text);
       step.add_tool_call(tr);
+      // A GPU worker process (plain, under compute-sanitizer or ncu): its peak device memory,
+      // tied to the tool_calls row (issue 8: each GPU worker's peak is recorded in the store).
+      if (t.detail.is_object() && t.detail.contains("device_memory")) {
+        store::TelemetryRecord m;
+        m.candidate_id = c.id;
+        m.kind = "device_memory";
+        m.data = t.detail;
+        m.data["tool_call_id"] = tr.id;
+        m.data["wall_ms"] = t.wall_ms;
+        m.data["max_rss_kib"] = t.max_rss_kib;
+        step.add_telemetry(m);
+      }
     }
   }
   step.commit();

@@ -10,6 +10,7 @@
 #include "agent/components.h"
 #include "app/commands.h"
 #include "evaluator/pipeline.h"
+#include "evaluator/subprocess.h"
 
 namespace kloop::app {
 namespace {
@@ -71,6 +72,8 @@ int run_evaluate(const EvaluateArgs& a) {
     std::printf("%s\n", ev.report.to_json().dump(2).c_str());
   else
     print_table(ev.report);
+  // kloop's own host-memory peak, children excluded (stderr: --json keeps stdout the report).
+  std::fprintf(stderr, "kloop peak RSS %ld MiB\n", (evaluator::self_max_rss_kib() + 1023) / 1024);
   switch (ev.report.verdict) {
   case evaluator::Verdict::kPass:
     return kExitOk;

@@ -1,5 +1,6 @@
 // `kloop optimize OP`: the refinement loop (agent/loop.h) with the real components: the chosen
 // provider, the sandboxed build + GPU worker evaluator, the holdout runner and the store.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "agent/openai_provider.h"
 #include "agent/replay_provider.h"
 #include "app/commands.h"
+#include "evaluator/subprocess.h"
 #include "store/error.h"
 
 namespace kloop::app {
@@ -148,8 +150,30 @@ int run_optimize(const OptimizeArgs& a) {
     std::fprintf(stderr, "kloop optimize: %s\n", e.what());
     return kExitCouldNotFinish;
   }
+  // kloop's own host-memory peak (issue 8: under 1 GiB), children (workers) excluded; recorded
+  // with the session so `kloop show` can print it. A resumed session keeps the larger peak.
+  const long rss_kib = evaluator::self_max_rss_kib();
+  if (r.session_id > 0) {
+    try {
+      long peak = rss_kib;
+      const auto prior = st->load_session(r.session_id)
+                             .session.params.value("resources", nlohmann::json::object());
+      peak = std::max(peak, prior.value("kloop_peak_rss_kib", 0L));
+      st->set_session_param(
+          r.session_id, "resources",
+          {{"kloop_peak_rss_kib", peak},
+           {"last_run_peak_rss_kib", rss_kib},
+           {"scope", "the kloop process only: getrusage(RUSAGE_SELF).ru_maxrss, children "
+                     "(build and GPU workers, sanitizer, ncu) excluded; their peaks are on "
+                     "their tool_calls rows"}});
+    } catch (const store::StoreError& e) {
+      std::fprintf(stderr, "kloop optimize: could not record the peak RSS: %s\n", e.what());
+    }
+  }
   if (a.json) {
-    std::cout << r.to_json().dump(2) << "\n";
+    nlohmann::json out = r.to_json();
+    out["kloop_peak_rss_kib"] = rss_kib;
+    std::cout << out.dump(2) << "\n";
   } else {
     std::printf("\n%-10s %-26s %-9s %s\n", "iteration", "verdict", "seconds", "speed-up");
     for (const auto& it : r.iterations)
@@ -160,6 +184,7 @@ int run_optimize(const OptimizeArgs& a) {
     if (!r.export_dir.empty()) std::printf("  promoted artifact: %s\n", r.export_dir.c_str());
     std::printf("  store: %s (kloop show %lld)\n", a.store_dir.c_str(),
                 static_cast<long long>(r.session_id));
+    std::printf("  kloop peak RSS %ld MiB\n", (rss_kib + 1023) / 1024);
   }
   return r.exit_code;
 }

@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 
 #include "app/commands.h"
+#include "app/show_resources.h"
 #include "store/compare.h"
 #include "store/error.h"
 #include "store/html_report.h"
@@ -96,6 +97,7 @@ void cmd_show(const Opts& o) {
                     s.kloop_version, s.kloop_commit, s.toolkit_version,
                     s.driver_version.empty() ? "none" : s.driver_version,
                     s.device_name.empty() ? "none" : s.device_name, s.started_at));
+  print(session_resources_text(s));
   for (const auto& it : d.iterations) {
     print(
         fmt::format("iteration {} ({:.1f} s)\n", it.iteration.index, it.iteration.wall_ms / 1000));
@@ -110,6 +112,7 @@ void cmd_show(const Opts& o) {
         if (tc.status != store::GateCode::kPass)
           print(fmt::format("    failing case [{}] {}: {} {}\n", tc.gate, tc.name,
                             store::name(tc.status), tc.detail.dump()));
+      print(candidate_resources_text(c));
     }
   }
   if (d.promotion)

@@ -14,11 +14,14 @@ enum ExitCode : int {
   kExitCouldNotFinish = 3, // no device (pending_device_validation), infrastructure fault
 };
 
-void register_optimize(CLI::App& app, int& exit_code);       // cmd_optimize.cpp
-void register_evaluate(CLI::App& app, int& exit_code);       // cmd_evaluate.cpp
-void register_store_commands(CLI::App& app, int& exit_code); // cmd_store.cpp: sessions, show,
-                                                             // compare, replay, report, store,
-                                                             // keys, receipt
+void register_optimize(CLI::App& app, int& exit_code);         // cmd_optimize.cpp
+void register_evaluate(CLI::App& app, int& exit_code);         // cmd_evaluate.cpp
+void register_checker_coverage(CLI::App& app, int& exit_code); // cmd_checker_coverage.cpp
+void register_store_commands(CLI::App& app, int& exit_code);   // cmd_store.cpp: sessions, show,
+                                                               // compare, replay, report, store,
+                                                               // keys, receipt
+
+void register_export_commands(CLI::App& app, int& exit_code); // cmd_export.cpp: export, shadow
 
 // Registers the evaluator that `kloop replay` re-runs stored candidates through (replay_hook.cpp).
 void register_replay_evaluator();

@@ -16,7 +16,9 @@ int main(int argc, char** argv) {
   int exit_code = kloop::app::kExitOk;
   kloop::app::register_optimize(app, exit_code);
   kloop::app::register_evaluate(app, exit_code);
+  kloop::app::register_checker_coverage(app, exit_code);
   kloop::app::register_store_commands(app, exit_code);
+  kloop::app::register_export_commands(app, exit_code);
   kloop::app::register_replay_evaluator();
   try {
     app.parse(argc, argv);

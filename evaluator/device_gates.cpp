@@ -32,6 +32,7 @@ GateResult correctness_gate_from(const GpuRunResult& run) {
 
 std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
   runs_.clear();
+  calls_.clear();
   GpuRunRequest req;
   req.mode = "correctness";
   req.cubin = built.cubin;
@@ -42,11 +43,13 @@ std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
   GpuRunOptions ro = options_.runner;
   ro.deadline = options_.deadline;
   runs_.push_back(run_gpu_worker(req, ro));
+  if (!runs_.back().call.argv.empty()) calls_.push_back(runs_.back().call);
   if (options_.large_cases && runs_.back().status == GateStatus::kPass) {
     req.cases = {{"suite", "large"}, {"seed", options_.public_seed}};
     req.options["concurrency"] = false;
     ro.deadline = options_.large_deadline;
     runs_.push_back(run_gpu_worker(req, ro));
+    if (!runs_.back().call.argv.empty()) calls_.push_back(runs_.back().call);
   }
   // The gate takes the first batch that did not pass (or the last one).
   const GpuRunResult* decisive = &runs_.back();
@@ -81,10 +84,13 @@ std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
 } // namespace kloop::evaluator
 
 // ---- sanitizer, benchmark, roofline, stall sampling ----
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
+#include "evaluator/ncu.h"
 #include "evaluator/perf_gates.h"
+#include "evaluator/roofline.h"
 #include "evaluator/sanitizer.h"
 #include "kernels/rmsnorm/cases.h"
 #include "kernels/rmsnorm/contract.h"
@@ -128,8 +134,14 @@ nlohmann::json base_request(const BuiltCandidate& built, const std::string& mode
           {"options", nlohmann::json::object()}};
 }
 
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return in ? std::string((std::istreambuf_iterator<char>(in)), {}) : std::string();
+}
+
 GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
-                          std::map<std::string, std::string>* reports) {
+                          std::map<std::string, std::string>* reports,
+                          std::vector<ToolCall>* calls) {
   RequestDir dir;
   dir.write("kernel.cubin", built.cubin);
   dir.write("kernel.cu", built.candidate.source);
@@ -147,11 +159,23 @@ GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
                 {"TMPDIR", dir.path.string()}};
   // No network for the sanitized worker either: unshare -n wraps compute-sanitizer.
   const bool isolate = o.runner.isolate_network && network_isolation_available();
-  auto runner = [isolate](const std::vector<std::string>& argv, const SubprocessOptions& so) {
+  const fs::path result_path = dir.path / "result.json";
+  auto runner = [isolate, calls, result_path](const std::vector<std::string>& argv,
+                                              const SubprocessOptions& so) {
     std::vector<std::string> full;
     if (isolate) full = {"/usr/bin/unshare", "-n"};
     full.insert(full.end(), argv.begin(), argv.end());
-    return run_subprocess(full, so);
+    ToolCall call = run_subprocess(full, so);
+    // argv: sanitizer --tool T ... worker dir, or sanitizer --version
+    const bool tool_run = argv.size() > 2 && argv[1] == "--tool";
+    call.detail = {{"tool", "compute-sanitizer"}, {"mode", tool_run ? "sanitize" : "version"}};
+    if (tool_run) {
+      call.detail["sanitizer_tool"] = argv[2];
+      call.detail["device_memory"] =
+          device_memory_of(nlohmann::json::parse(read_text(result_path), nullptr, false));
+    }
+    calls->push_back(call);
+    return call;
   };
   GateResult g = sanitizer::run_gate(config, runner, reports);
   g.evidence["network_isolated"] = isolate;
@@ -224,7 +248,7 @@ nlohmann::json stalls_from_pcsample(const nlohmann::json& pc) {
 std::vector<GateResult> GpuWorkerGates::run_perf_gates(const BuiltCandidate& built) {
   std::vector<GateResult> out;
   sanitizer_reports_.clear();
-  GateResult san = sanitizer_gate(built, options_, &sanitizer_reports_);
+  GateResult san = sanitizer_gate(built, options_, &sanitizer_reports_, &calls_);
   nlohmann::json raw_reports = nlohmann::json::object();
   for (const auto& [tool, text] : sanitizer_reports_)
     raw_reports[tool] = text;
@@ -237,6 +261,7 @@ std::vector<GateResult> GpuWorkerGates::run_perf_gates(const BuiltCandidate& bui
   }
   GpuRunResult bench = benchmark_run(built, options_);
   runs_.push_back(bench);
+  if (!bench.call.argv.empty()) calls_.push_back(bench.call);
   if (!bench.result.is_object() || !bench.result.contains("benchmark")) {
     const GateStatus st =
         bench.status == GateStatus::kPass ? GateStatus::kInfraError : bench.status;
@@ -264,13 +289,68 @@ std::vector<GateResult> GpuWorkerGates::run_perf_gates(const BuiltCandidate& bui
     GpuRunOptions ro = options_.runner;
     ro.deadline = std::chrono::milliseconds(60000);
     const GpuRunResult pc = run_gpu_worker(req, ro);
+    if (!pc.call.argv.empty()) calls_.push_back(pc.call);
     bg.evidence["stalls"] = pc.result.is_object() && pc.result.contains("pcsample")
                                 ? stalls_from_pcsample(pc.result["pcsample"])
                                 : nlohmann::json{{"status", "not_run"}, {"reason", pc.reason}};
   }
+  if (options_.measured_dram && bg.status == GateStatus::kPass) attach_measured_dram(built, rg);
   out.push_back(bg);
   out.push_back(rg);
   return out;
+}
+
+rmsnorm::BenchShape measured_dram_shape() {
+  const auto shapes = rmsnorm::benchmark_shapes();
+  for (const auto& s : shapes)
+    if (s.dtype == DType::kBFloat16 && s.rows == 65536 && s.h == 4096) return s;
+  for (const auto& s : shapes)
+    if (roofline::shape_class(s.rows, s.h, s.dtype) == "streaming") return s;
+  return shapes.empty() ? rmsnorm::BenchShape{65536, 4096, DType::kBFloat16} : shapes.front();
+}
+
+void GpuWorkerGates::attach_measured_dram(const BuiltCandidate& built, GateResult& roofline_gate) {
+  const rmsnorm::BenchShape shape = measured_dram_shape();
+  const std::int64_t logical = roofline::logical_bytes(shape.rows, shape.h, shape.dtype).unique();
+  const nlohmann::json shape_json{
+      {"rows", shape.rows}, {"h", shape.h}, {"dtype", dtype_name(shape.dtype)}};
+  nlohmann::json ev;
+  try {
+    RequestDir dir;
+    dir.write("kernel.cubin", built.cubin);
+    dir.write("kernel.cu", built.candidate.source);
+    nlohmann::json req = base_request(built, "bench");
+    req["options"] = {{"shapes", nlohmann::json::array({shape_json})},
+                      {"iters", ncu::kLaunchCount - 1}}; // + 1 warm-up = the launch cap
+    dir.write("request.json", req.dump());
+    ncu::RunConfig config;
+    config.ncu_path =
+        options_.ncu_path == "-" ? ncu::find_ncu(std::getenv("PATH")) : options_.ncu_path;
+    const auto entry = built.manifest.entry_points.find(shape.dtype);
+    if (entry != built.manifest.entry_points.end()) config.kernel_name = entry->second;
+    config.worker_argv = {options_.runner.worker.empty() ? worker_path("kloop-gpu-worker")
+                                                         : options_.runner.worker,
+                          dir.path.string()};
+    config.work_dir = dir.path.string();
+    config.worker_result_path = (dir.path / "result.json").string();
+    config.logical_unique_bytes = logical;
+    config.deadline = options_.ncu_deadline;
+    // No `unshare -n` here: ncu talks to its injected target over a loopback TCP port, which a
+    // fresh network namespace does not have up. The worker is ours; the candidate is a cubin.
+    ev = ncu::run_measured_dram(config, run_subprocess, &calls_);
+    ev["network_isolated"] = false;
+  } catch (const InfraError& e) {
+    ev = {{"status", "failed"}, {"reason", e.what()}};
+  }
+  ev["shape"] = shape_json;
+  ev["logical_unique_bytes"] = logical;
+  roofline_gate.evidence["measured_dram"] = ev;
+  if (roofline_gate.evidence.contains("shapes"))
+    for (auto& s : roofline_gate.evidence["shapes"])
+      if (s.value("rows", std::int64_t{0}) == shape.rows &&
+          s.value("h", std::int64_t{0}) == shape.h &&
+          s.value("dtype", std::string()) == dtype_name(shape.dtype))
+        s["measured_dram"] = ev;
 }
 
 } // namespace kloop::evaluator

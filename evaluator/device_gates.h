@@ -5,7 +5,10 @@
 // infra_error. After correctness passes: the sanitizer gate (compute-sanitizer memcheck,
 // racecheck, initcheck, synccheck around a `sanitize` worker, plus shared-memory poisoning), then
 // the benchmark and roofline gates from one `benchmark` worker batch (A-B-B-A against the in-tree
-// baseline, warm and cold L2), and CUPTI stall sampling attached to the benchmark evidence.
+// baseline, warm and cold L2), CUPTI stall sampling attached to the benchmark evidence, and the
+// optional measured DRAM traffic of one `bench` batch under ncu in the roofline evidence
+// (evaluator/ncu.h). Every process started is kept as a ToolCall (tool_calls()) with the GPU
+// worker's device-memory report in its detail, for the store.
 #pragma once
 
 #include <chrono>
@@ -16,6 +19,7 @@
 
 #include "evaluator/gpu_runner.h"
 #include "evaluator/pipeline.h"
+#include "kernels/rmsnorm/contract.h"
 
 namespace kloop::evaluator {
 
@@ -33,6 +37,11 @@ struct GpuGatesOptions {
   std::chrono::milliseconds bench_deadline{240000};     // watchdog of the benchmark batch
   std::chrono::milliseconds sanitizer_deadline{120000}; // per compute-sanitizer tool
   bool pc_sampling = true; // CUPTI stall sampling (feedback data, not a gate)
+  // Optional measured DRAM traffic (evaluator/ncu.h): one `bench` batch under ncu after a
+  // passing benchmark, on the representative streaming shape; evidence only, never decides.
+  bool measured_dram = true;
+  std::chrono::milliseconds ncu_deadline{30000};
+  std::string ncu_path = "-"; // "-": find_ncu($PATH); "": treat ncu as absent
 };
 
 class GpuWorkerGates : public DeviceGates {
@@ -40,13 +49,20 @@ public:
   explicit GpuWorkerGates(GpuGatesOptions options = {}) : options_(std::move(options)) {}
   // One GateResult each for correctness, sanitizer, benchmark, roofline (in that order).
   std::vector<GateResult> run(const BuiltCandidate& built) override;
-  // The raw worker outcomes of the last run (for the store's tool-call records).
+  // The raw worker outcomes of the last run (correctness and benchmark batches).
   const std::vector<GpuRunResult>& last_runs() const { return runs_; }
+  // Every process of the last run: worker batches (correctness, benchmark, pcsample), each
+  // compute-sanitizer tool run, ncu; ToolCall::detail holds mode and device memory.
+  std::vector<ToolCall> tool_calls() const override { return calls_; }
 
 private:
   std::vector<GateResult> run_perf_gates(const BuiltCandidate& built);
+  // Adds "measured_dram" (evaluator/ncu.h) to the roofline gate's evidence; never changes its
+  // status.
+  void attach_measured_dram(const BuiltCandidate& built, GateResult& roofline_gate);
   GpuGatesOptions options_;
   std::vector<GpuRunResult> runs_;
+  std::vector<ToolCall> calls_;
   std::map<std::string, std::string> sanitizer_reports_;
 };
 
@@ -56,5 +72,9 @@ GateResult correctness_gate_from(const GpuRunResult& run);
 // CUPTI PC-sampling result (worker mode "pcsample") as the feedback layout
 // {"histogram": {stall reason: samples}, "top_lines": [{"line","reason","samples"}], ...}.
 nlohmann::json stalls_from_pcsample(const nlohmann::json& pcsample);
+
+// The shape ncu profiles: bf16 65536 x 4096 when the contract's benchmark sweep has it, else the
+// sweep's first "streaming" shape, else its first shape.
+rmsnorm::BenchShape measured_dram_shape();
 
 } // namespace kloop::evaluator

@@ -83,7 +83,28 @@ nlohmann::json GpuRunResult::to_json() const {
           {"term_signal", term_signal},
           {"timed_out", timed_out},
           {"network_isolated", network_isolated},
-          {"wall_ms", wall_ms}};
+          {"wall_ms", wall_ms},
+          {"max_rss_kib", call.max_rss_kib},
+          {"device_memory", device_memory}};
+}
+
+nlohmann::json device_memory_of(const nlohmann::json& worker_result) {
+  if (!worker_result.is_object()) return nullptr;
+  const auto it = worker_result.find("device_memory");
+  if (it == worker_result.end() || !it->is_object() || !it->contains("peak_allocated_bytes"))
+    return nullptr;
+  for (const auto& [key, value] : it->items())
+    if (!value.is_number_unsigned() && !(value.is_number_integer() && value.get<long long>() >= 0))
+      return nullptr;
+  return *it;
+}
+
+ToolCall worker_tool_call(ToolCall call, const std::string& mode, const GpuRunResult& run) {
+  call.detail["tool"] = "kloop-gpu-worker";
+  call.detail["mode"] = mode;
+  call.detail["status"] = gate_status_name(run.status);
+  call.detail["device_memory"] = run.device_memory;
+  return call;
 }
 
 bool network_isolation_available() {
@@ -222,8 +243,10 @@ GpuRunResult run_gpu_worker(const GpuRunRequest& request, const GpuRunOptions& o
                        read_json_file(dir / "result.json"), read_json_file(dir / "progress.json"));
   r.network_isolated = isolate;
   r.wall_ms = call.wall_ms;
+  r.device_memory = device_memory_of(r.result);
   const std::string& err = call.stderr_text;
   r.stderr_tail = err.size() > 4000 ? err.substr(err.size() - 4000) : err;
+  r.call = worker_tool_call(std::move(call), request.mode, r);
   return r;
 }
 

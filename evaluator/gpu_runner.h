@@ -16,7 +16,10 @@
 //                  "concurrency": true, "stop_at_first_failure": false}}
 //   progress.json written by the worker before each case: {"index": i, "name": "...", "total": n}
 //   result.json   {"status": "pass"|"fail"|"crashed"|"not_run"|"infra_error", "reason": "...",
-//                  "device": {...}, "path_counts": {...}, "suite": {...}, "fault": {...}|null, ...}
+//                  "device": {...}, "path_counts": {...}, "suite": {...}, "fault": {...}|null,
+//                  "device_memory": {"peak_allocated_bytes", "allocations", "total_bytes",
+//                  "used_before_bytes", "used_after_bytes", "min_free_bytes", "peak_used_bytes"}
+//                  (every mode; evaluator/gpu_worker/cuda_rt.h), ...}
 #pragma once
 
 #include <chrono>
@@ -28,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/gate.h"
+#include "evaluator/subprocess.h"
 
 namespace kloop::evaluator {
 
@@ -72,8 +76,22 @@ struct GpuRunResult {
   bool network_isolated = false; // whether `unshare -n` was applied
   double wall_ms = 0;
   std::string stderr_tail; // last bytes of the worker's stderr
-  nlohmann::json to_json() const;
+  // The worker's device-memory report (result.json "device_memory"); null when it wrote none.
+  nlohmann::json device_memory;
+  // The process itself (argv, exit, wall time, rusage incl. max RSS), with detail
+  // {"tool": "kloop-gpu-worker", "mode", "status", "device_memory"} for the store's tool_calls.
+  // Empty argv when no process was started.
+  ToolCall call;
+  nlohmann::json to_json() const; // status, reason, exit, wall_ms, max_rss_kib, device_memory
 };
+
+// The store-facing description of one worker process: `call` with its detail filled from the
+// run's mode, status and device-memory report (exposed for unit tests with fabricated results).
+ToolCall worker_tool_call(ToolCall call, const std::string& mode, const GpuRunResult& run);
+
+// The "device_memory" object of a worker result.json, checked: an object whose byte counts are
+// non-negative integers. Returns null for a missing or malformed report (never throws).
+nlohmann::json device_memory_of(const nlohmann::json& worker_result);
 
 // Runs one batch in a fresh worker. Never throws for anything the candidate does; throws
 // InfraError only when the request folder cannot be written.

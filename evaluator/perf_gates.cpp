@@ -151,6 +151,7 @@ GateResult benchmark_gate(const json& r) {
         json s = state_summary(state, swhere, &d, &speedup);
         s["output_checks"] = state.value("output_checks", json::array());
         s["input_sets"] = state.value("input_sets", 1);
+        s["blocker_timeouts"] = state.value("blocker_timeouts", 0);
         throttled += s["throttled_batches"].get<int>();
         states.push_back(std::move(s));
       } catch (const std::invalid_argument& e) {

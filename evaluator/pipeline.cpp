@@ -107,6 +107,8 @@ Evaluation evaluate_candidate(const Candidate& candidate, const EvaluateOptions&
       gates.push_back(
           {std::string(n), GateStatus::kInfraError, e.what(), nlohmann::json::object()});
   }
+  for (auto& call : device.tool_calls()) // also the processes of a run that threw
+    ev.tool_calls.push_back(std::move(call));
   ev.report.verdict = decide_verdict(gates);
   return ev;
 }

@@ -32,6 +32,9 @@ class DeviceGates {
 public:
   virtual ~DeviceGates() = default;
   virtual std::vector<GateResult> run(const BuiltCandidate& built) = 0;
+  // Every process the last run() started (GPU worker batches, compute-sanitizer, ncu), for the
+  // store's tool_calls rows; ToolCall::detail carries the worker's device-memory report.
+  virtual std::vector<ToolCall> tool_calls() const { return {}; }
 };
 
 // Default: every device gate `not_run` with `reason` (e.g. "GPU worker not built").

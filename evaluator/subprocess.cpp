@@ -95,7 +95,14 @@ nlohmann::json ToolCall::to_json() const {
           {"stdout_sha256", stdout_sha256},
           {"stderr_sha256", stderr_sha256},
           {"stdout_truncated", stdout_truncated},
-          {"stderr_truncated", stderr_truncated}};
+          {"stderr_truncated", stderr_truncated},
+          {"detail", detail}};
+}
+
+long self_max_rss_kib() {
+  struct rusage usage {};
+  if (::getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return usage.ru_maxrss;
 }
 
 ToolCall run_subprocess(const std::vector<std::string>& argv, const SubprocessOptions& options) {

@@ -33,6 +33,9 @@ struct ToolCall {
   bool stderr_truncated = false;
   std::string stdout_sha256; // of the captured (possibly truncated) bytes
   std::string stderr_sha256;
+  // What the caller learnt about the run beyond rusage, for the store (e.g. a GPU worker batch:
+  // {"tool": "kloop-gpu-worker", "mode", "status", "device_memory": {...}}); an object.
+  nlohmann::json detail = nlohmann::json::object();
 
   bool exited_ok() const { return exit_code == 0 && term_signal == 0 && !timed_out; }
   nlohmann::json to_json() const; // every field except the stdout/stderr text itself
@@ -49,6 +52,10 @@ struct SubprocessOptions {
 // Runs argv[0] (an absolute path; no PATH search) to completion or deadline. Throws InfraError
 // when the child cannot be spawned (missing executable, pipe/spawn failure).
 ToolCall run_subprocess(const std::vector<std::string>& argv, const SubprocessOptions& options);
+
+// Peak resident set size of the calling process alone (getrusage(RUSAGE_SELF).ru_maxrss, KiB on
+// Linux; children excluded), e.g. kloop's own host-memory peak (issue 8: under 1 GiB).
+long self_max_rss_kib();
 
 // Directory of the running executable (/proc/self/exe); throws InfraError if unreadable.
 std::string self_exe_dir();

@@ -88,7 +88,32 @@ if [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
       --samples 20 >"$opt/compare_torch.txt" 2>&1 || echo "compare_torch exit $?" >>"$opt/compare_torch.txt"
     cat "$opt/compare_torch.txt" >>"$out/optimize.txt"
   fi
+  # Issue #10 on the session just run: torch package export (opcheck, routing, kill switch,
+  # torch.compile), shadow run on generated activations, receipt signing (TORCH_EXPORT=0 skips).
+  if [ "${TORCH_EXPORT:-1}" = 1 ]; then
+    LD_LIBRARY_PATH=$bundle/lib timeout "${TORCH_TIMEOUT:-240}" bash tests/torch/run_on_device.sh \
+      "$bundle/bin/kloop" "$store" "$opt/torch" >"$opt/torch.txt" 2>&1
+    echo "== torch export / shadow (exit $?)" >>"$out/optimize.txt"
+    cat "$opt/torch.txt" >>"$out/optimize.txt"
+    rm -rf "$opt/torch/activations"
+  fi
   tar czf "$out/optimize.tgz" -C /tmp kloop-device-store kloop-device-opt
+fi
+
+# Issue #9: mutation analysis of the evaluator (CHECKER_COVERAGE=record writes a new record into
+# $out/checker.tgz; =check fails the run when the score fell below the checked-in record; 0 skips).
+cc=${CHECKER_COVERAGE:-check}
+if [ "$cc" != 0 ]; then
+  ccdir=/tmp/kloop-checker
+  rm -rf "$ccdir" && mkdir -p "$ccdir"
+  if [ "$cc" = record ]; then ccflag=(--record "$ccdir/checker_coverage_record.json")
+  else ccflag=(--check-record tests/gpu/checker_coverage_record.json); fi
+  start=$(date +%s)
+  LD_LIBRARY_PATH=$bundle/lib timeout "${CC_TIMEOUT:-360}" "$bundle/bin/kloop" checker-coverage \
+    rmsnorm --json --jobs "${CC_JOBS:-4}" --store "$ccdir/store" "${ccflag[@]}" ${CC_ARGS:-} \
+    >"$ccdir/checker_coverage.json" 2>"$ccdir/checker_coverage.log"
+  echo "checker-coverage exit $? in $(( $(date +%s) - start ))s" >>"$ccdir/checker_coverage.log"
+  tar czf "$out/checker.tgz" -C /tmp kloop-checker
 fi
 [ "${RUN_TESTS:-1}" = 1 ] || exit 0
 
@@ -132,6 +157,7 @@ launch() {  # launch NAME BINARY SHARDS INDEX [ENV=VALUE...]
   jobs+=("$name")
 }
 for t in $(cat "$bundle/tests.txt"); do
+  case " ${SKIP_TESTS:-} " in *" $t "*) continue ;; esac
   if [ "$t" = gpu_corpus_test ]; then
     for ((i = 0; i < shards; i++)); do launch "$t.shard$i" "$t" "$shards" "$i"; done
   else

@@ -154,7 +154,29 @@ std::vector<std::string> null_fields(const json& payload) {
   return out;
 }
 
+std::vector<std::string> empty_rollout_fields(const json& payload) {
+  std::vector<std::string> out;
+  const json rollout = payload.is_object() ? payload.value("rollout", json()) : json();
+  for (const char* f : {"feature_flag_and_scope", "healthy_worker_recovery_and_reference_target",
+                        "revalidation_policy"}) {
+    const json v = rollout.is_object() ? rollout.value(f, json()) : json();
+    if (!v.is_string() || v.get<std::string>().find_first_not_of(" \t\r\n") == std::string::npos)
+      out.push_back(std::string("rollout.") + f);
+  }
+  return out;
+}
+
 json sign_payload(const json& payload, const KeyPair& key) {
+  if (const auto empty = empty_rollout_fields(payload); !empty.empty()) {
+    std::string list;
+    for (const auto& f : empty)
+      list += (list.empty() ? "" : ", ") + f;
+    throw StoreError(fmt::format(
+        "receipt: the rollout section is empty ({}): a receipt without a feature flag and scope, "
+        "a healthy-worker recovery and reference target and a revalidation policy is not "
+        "signable for deployment; record them with `kloop export ID --torch DIR --rollout FILE`",
+        list));
+  }
   const auto nulls = null_fields(payload);
   if (!nulls.empty()) {
     std::string list;

@@ -43,8 +43,13 @@ nlohmann::json receipt_manifest(const Store& store, const SessionDetail& d);
 // Dotted paths of every null field in `payload` ("target.gpu_uuid"), in document order.
 std::vector<std::string> null_fields(const nlohmann::json& payload);
 
+// Dotted paths of the rollout fields of `payload` that are missing, not strings or blank
+// ("rollout.revalidation_policy"); a receipt with any is not signable for deployment.
+std::vector<std::string> empty_rollout_fields(const nlohmann::json& payload);
+
 // {"payload": payload, "approval": {canonical_payload_sha256, signature, signing_key_id}}.
-// Throws StoreError listing the null fields when any.
+// Throws StoreError naming the empty rollout fields when any (rollout first), else listing the
+// null fields when any.
 nlohmann::json sign_payload(const nlohmann::json& payload, const KeyPair& key);
 
 // Builds, signs and records (blob + receipts row, one step) the receipt of session `id`.

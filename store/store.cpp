@@ -150,6 +150,22 @@ void Store::finish_session(std::int64_t id, SessionStatus status,
   txn.commit();
 }
 
+void Store::set_session_param(std::int64_t id, const std::string& key,
+                              const nlohmann::json& value) {
+  Transaction txn(db_);
+  Stmt read = db_.prepare("SELECT params_json FROM sessions WHERE id = ?");
+  read.bind(1, id);
+  if (!read.step())
+    throw StoreError(
+        fmt::format("store: no session {} in {}; list them with `kloop sessions`", id, dir_));
+  nlohmann::json params = nlohmann::json::parse(read.text(0), nullptr, false);
+  if (!params.is_object()) params = nlohmann::json::object();
+  params[key] = value;
+  Stmt write = db_.prepare("UPDATE sessions SET params_json = ? WHERE id = ?");
+  write.bind(1, params.dump()).bind(2, id).run();
+  txn.commit();
+}
+
 int Store::mark_interrupted() {
   const std::string host = host_name();
   std::vector<std::int64_t> dead;

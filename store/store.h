@@ -143,6 +143,10 @@ public:
   std::int64_t create_session(SessionRecord& s);
   // Sets status, verdict and ended_at.
   void finish_session(std::int64_t id, SessionStatus status, std::optional<VerdictCode> verdict);
+  // Sets params[key] = value on a stored session (facts known only after the run, e.g.
+  // "resources": the kloop process's peak RSS). Read-modify-write in one transaction; throws
+  // StoreError "no session ID" when it does not exist.
+  void set_session_param(std::int64_t id, const std::string& key, const nlohmann::json& value);
   // For --resume: takes ownership of an interrupted (or failed) session and sets it `running`.
   // Throws StoreError when it is running under a live process or completed.
   ResumeInfo resume_session(std::int64_t id);

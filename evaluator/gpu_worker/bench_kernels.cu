@@ -89,6 +89,24 @@ __global__ void scrub_kernel(std::uint32_t pattern, int words, int* sink) {
   if (s[(threadIdx.x * 7) % words] != pattern) atomicAdd(sink, 1);
 }
 
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void block_kernel(const volatile int* release, int* timed_out,
+                             unsigned long long timeout_ns) {
+  const unsigned long long t0 = global_ns();
+  while (*release == 0) {
+    if (global_ns() - t0 > timeout_ns) {
+      *timed_out = 1;
+      return;
+    }
+    __nanosleep(1000);
+  }
+}
+
 int grid_for(long long n) {
   const long long blocks = (n + 255) / 256;
   return static_cast<int>(blocks < 132 * 16 ? (blocks < 1 ? 1 : blocks) : 132 * 16);
@@ -151,6 +169,12 @@ cudaError_t scrub_shared(std::uint32_t pattern, int blocks, int smem_bytes, cuda
   }
   scrub_kernel<<<blocks, 1024, static_cast<std::size_t>(smem_bytes), stream>>>(
       pattern, smem_bytes / 4, sink);
+  return cudaGetLastError();
+}
+
+cudaError_t block_stream(const volatile int* release_dev, int* timed_out_dev,
+                         unsigned long long timeout_ns, cudaStream_t stream) {
+  block_kernel<<<1, 1, 0, stream>>>(release_dev, timed_out_dev, timeout_ns);
   return cudaGetLastError();
 }
 

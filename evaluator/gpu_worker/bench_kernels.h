@@ -30,4 +30,12 @@ cudaError_t compare_outputs(DType dtype, const void* actual, const void* expecte
 // pattern before the next kernel. Sets the opt-in attribute and the maximum shared carveout.
 cudaError_t scrub_shared(std::uint32_t pattern, int blocks, int smem_bytes, cudaStream_t stream);
 
+// Holds `stream` until the host writes a non-zero value to `*release` (host-pinned memory mapped
+// into the device's address space, read through `release_dev`) or `timeout_ns` of GPU global-timer
+// time passed; writes 1 to `*timed_out_dev` when the timeout released it. The benchmark enqueues
+// one round of timed launches behind it, so no timed interval starts on an idle GPU waiting for
+// the host's next launch (the blocking-kernel method of NVIDIA's nvbench).
+cudaError_t block_stream(const volatile int* release_dev, int* timed_out_dev,
+                         unsigned long long timeout_ns, cudaStream_t stream);
+
 } // namespace kloop::gpu

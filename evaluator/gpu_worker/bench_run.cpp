@@ -1,11 +1,17 @@
 // The worker's "benchmark" mode (bench_run.h; protocol in h7-api.md): per shape and cache state,
-// rounds of C B R A A R B C kernel launches (candidate, baseline, trusted reference, A/A partner =
-// the baseline again) and C B B C wrapper calls, each bracketed by its own CUDA events; cold
-// samples flush L2 first (a memset of 2x L2); warm samples of large shapes rotate among input sets
-// totalling >= 4x L2; sampling stops when both medians are known to 1% (or at the time cap);
-// sampled candidate outputs are compared on the device with the reference kernel's output; NVML
-// telemetry once per batch; the copy ceiling is a timed 1 GiB device-to-device copy.
+// rounds of C B R A A R B C kernel launches (B C R A A R C B in odd rounds) (candidate, baseline,
+// trusted reference, A/A partner = the baseline again) and C B B C wrapper calls, each bracketed by
+// its own CUDA events; cold samples flush L2 first (a memset of 2x L2); warm samples of large
+// shapes rotate among input sets totalling >= 4x L2; sampling stops when both medians are known to
+// 1% (or at the time cap); sampled candidate outputs are compared on the device with the reference
+// kernel's output; NVML telemetry once per batch; the copy ceiling is a timed 1 GiB
+// device-to-device copy. Each round is enqueued behind a blocking kernel and released at once, so
+// host launch latency never lands in a timed interval (without it the first slot of every warm
+// round, always the candidate, timed the host's launch of that slot on an idle GPU); two untimed
+// launches follow the release (the first launches after it ran slower), and odd rounds swap the
+// candidate's and baseline's positions.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -53,6 +59,42 @@ public:
 private:
   cudaEvent_t a_{}, b_{};
 };
+
+// A host-pinned int mapped into the device's address space: the release flag of block_stream.
+class HostFlag {
+public:
+  HostFlag() {
+    void* host = nullptr;
+    check(cudaHostAlloc(&host, 2 * sizeof(int), cudaHostAllocMapped),
+          "cudaHostAlloc (blocking-kernel flag)");
+    host_ = static_cast<int*>(host);
+    arm();
+    void* dev = nullptr;
+    check(cudaHostGetDevicePointer(&dev, host, 0), "cudaHostGetDevicePointer");
+    dev_ = static_cast<int*>(dev);
+  }
+  ~HostFlag() { cudaFreeHost(host_); }
+  HostFlag(const HostFlag&) = delete;
+  HostFlag& operator=(const HostFlag&) = delete;
+  void arm() {
+    std::atomic_ref<int>(host_[0]).store(0);
+    std::atomic_ref<int>(host_[1]).store(0);
+  }
+  void release() { std::atomic_ref<int>(host_[0]).store(1); } // seq_cst store
+  bool timed_out() const { return std::atomic_ref<int>(host_[1]).load() != 0; }
+  const volatile int* release_dev() const { return dev_; }
+  int* timed_out_dev() const { return dev_ + 1; }
+
+private:
+  int* host_ = nullptr; // host view (written by the host, read by the GPU through dev_)
+  int* dev_ = nullptr;  // device view of the same bytes
+};
+
+// Longest the blocking kernel holds a round (a host that needs longer to enqueue 12 launches is
+// reported per state as blocker_timeouts; those rounds may include host latency).
+constexpr unsigned long long kBlockTimeoutNs = 50'000'000ULL;
+// Untimed reference launches between the release and the first timed slot of a round.
+constexpr int kSpacers = 2;
 
 double copy_ceiling_ms(cudaStream_t s) {
   const std::size_t bytes = static_cast<std::size_t>(evaluator::roofline::kMinCopyBytes);
@@ -169,26 +211,52 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
         {"baseline_kernel", pb.get(), false},  {"candidate_kernel", pc.get(), false},
         {"candidate_wrapper", pc.get(), true}, {"baseline_wrapper", pb.get(), true},
         {"baseline_wrapper", pb.get(), true},  {"candidate_wrapper", pc.get(), true}};
+    // Odd rounds mirror candidate and baseline, so both paths take every position equally often.
+    const Slot slots_odd[] = {
+        {"baseline_kernel", pb.get(), false},  {"candidate_kernel", pc.get(), false},
+        {"reference_kernel", pr.get(), false}, {"aa_kernel", pb.get(), false},
+        {"aa_kernel", pb.get(), false},        {"reference_kernel", pr.get(), false},
+        {"candidate_kernel", pc.get(), false}, {"baseline_kernel", pb.get(), false},
+        {"baseline_wrapper", pb.get(), true},  {"candidate_wrapper", pc.get(), true},
+        {"candidate_wrapper", pc.get(), true}, {"baseline_wrapper", pb.get(), true}};
+    static_assert(std::size(slots) == std::size(slots_odd));
+    json order_odd = json::array();
     for (const auto& sl : slots)
       order.push_back(sl.key);
+    for (const auto& sl : slots_odd)
+      order_odd.push_back(sl.key);
+    HostFlag flag;
     std::vector<std::unique_ptr<EventPair>> ev;
     for (std::size_t i = 0; i < std::size(slots); ++i)
       ev.push_back(std::make_unique<EventPair>());
     const auto t0 = std::chrono::steady_clock::now();
     std::string stop = "max_rounds";
-    int r = 0, batch_first = 0;
+    int r = 0, batch_first = 0, blocker_timeouts = 0;
     for (; r < max_rounds; ++r) {
       const int set = cold ? 0 : r % sets;
+      // The whole round is enqueued behind the blocking kernel and released at once, so every
+      // slot starts on a busy stream: no slot (the first one after the previous round's
+      // synchronize in particular) times the host's launch latency.
+      flag.arm();
+      check(block_stream(flag.release_dev(), flag.timed_out_dev(), kBlockTimeoutNs, s),
+            "blocking kernel");
+      // Untimed spacer launches: the first launches after the release ran about 1 us slower
+      // (H200, 8 x 4096) whatever they were, so no timed slot comes first.
+      for (int k = 0; k < kSpacers; ++k)
+        run(*pr, false, set, yo.data());
+      const Slot* round = r % 2 ? slots_odd : slots;
       for (std::size_t i = 0; i < std::size(slots); ++i) {
         if (cold) check(cudaMemsetAsync(flush.data(), r & 0xff, flush.size(), s), "L2 flush");
-        void* y = slots[i].p == pc.get() ? yc[set].data() : yo.data();
+        void* y = round[i].p == pc.get() ? yc[set].data() : yo.data();
         ev[i]->start(s);
-        run(*slots[i].p, slots[i].wrapper, set, y);
+        run(*round[i].p, round[i].wrapper, set, y);
         ev[i]->stop(s);
       }
+      flag.release();
       check(cudaStreamSynchronize(s), "benchmark round");
+      if (flag.timed_out()) ++blocker_timeouts;
       for (std::size_t i = 0; i < std::size(slots); ++i)
-        samp[slots[i].key].push_back(ev[i]->ms());
+        samp[round[i].key].push_back(ev[i]->ms());
       if (check_rounds.count(r)) {
         check(compare_outputs(dt, yc[set].data(), yref[set].data(), static_cast<std::int64_t>(n),
                               tol.atol, tol.rtol, reinterpret_cast<unsigned long long*>(cmp.data()),
@@ -240,6 +308,10 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
                       {"rounds", r},
                       {"stop", stop},
                       {"order", order},
+                      {"order_odd_rounds", order_odd},
+                      {"untimed_spacers", kSpacers},
+                      {"launch_queue", "blocking kernel per round (all slots enqueued first)"},
+                      {"blocker_timeouts", blocker_timeouts},
                       {"input_sets", cold ? 1 : sets},
                       {"samples", samp},
                       {"batches", batches},

@@ -10,8 +10,11 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
+
+#include <nlohmann/json.hpp>
 
 namespace kloop::gpu {
 
@@ -31,6 +34,17 @@ struct StickyFault {
 
 // Throws StickyFault for a sticky error and std::runtime_error (ours: infra) for any other error.
 void check(cudaError_t err, const char* what);
+
+// Device-memory accounting of this worker process (issue 8: each GPU worker's peak device memory
+// is recorded). Every DeviceBuffer reports its cudaMalloc/cudaFree here; cudaMemGetInfo is sampled
+// once after context creation (mark_memory_start), at each new allocation peak (the smallest free
+// figure seen) and when the report is written. Memory the CUDA runtime, CUPTI or the candidate's
+// module take for themselves shows only in the cudaMemGetInfo figures.
+void mark_memory_start();
+// {"peak_allocated_bytes", "allocated_bytes" (still held), "allocations", "total_bytes",
+//  "used_before_bytes", "used_after_bytes", "min_free_bytes", "peak_used_bytes"
+//  (total - min_free)}; cudaMemGetInfo fields are absent when it failed (no context, sticky fault).
+nlohmann::json memory_report();
 
 // Device memory of exactly `bytes` bytes (cudaMalloc; bytes == 0 allocates nothing).
 class DeviceBuffer {

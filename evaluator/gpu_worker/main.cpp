@@ -54,6 +54,7 @@ int finish(int code, const std::string& status, const std::string& reason, json 
   r["status"] = status;
   r["reason"] = reason;
   r["exit_code"] = code;
+  r["device_memory"] = gpu::memory_report(); // every mode, also after a fault (issue 8)
   write_json("result.json", r);
   std::fprintf(stderr, "kloop-gpu-worker: %s: %s\n", status.c_str(), reason.c_str());
   return code;
@@ -109,6 +110,7 @@ int run(const json& req) {
                                     : std::string("no CUDA device: cudaGetDeviceCount returned 0"));
   gpu::check(cudaSetDevice(0), "cudaSetDevice");
   gpu::check(cudaFree(nullptr), "context creation");
+  gpu::mark_memory_start();
   const rmsnorm::DeviceInfo info = gpu::query_device_info(0);
   json extra{{"device", device_json(info)}, {"mode", req.value("mode", "correctness")}};
 

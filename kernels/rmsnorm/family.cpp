@@ -27,7 +27,7 @@ constexpr int kStageFixedBytes = 128;
 int static_smem_bytes(const Variant& v) {
   if (v.reduction == Reduction::kSharedTree) return 4 * v.block_threads;
   const bool wide = v.threads_per_row == 0 ? v.block_threads > 32 : v.threads_per_row > 32;
-  return wide ? 4 * (v.block_threads / 32) : 0;
+  return wide ? 2 * 4 * (v.block_threads / 32) : 0; // two buffers (iteration parity)
 }
 
 } // namespace
@@ -61,20 +61,23 @@ std::optional<std::string> validate(const Variant& v) {
     return "peel = true needs vec_bytes 8 or 16 (a scalar body needs no alignment peel)";
   if (v.stage_weight && (v.vec_bytes == 0 || !v.peel))
     return "stage_weight = true needs vec_bytes 8 or 16 and peel = true";
+  if (v.evict_first && (v.vec_bytes == 0 || v.cached_vecs == 0))
+    return "evict_first = true needs vec_bytes 8 or 16 and cached_vecs > 0 (it applies to the "
+           "register-cached loads)";
   return std::nullopt;
 }
 
 std::string variant_name(const Variant& v) {
   std::string tpr = v.threads_per_row == 0 ? "auto" : std::to_string(v.threads_per_row);
-  return fmt::format("v{}-t{}-b{}-c{}-{}-{}-{}{}", v.vec_bytes, tpr, v.block_threads, v.cached_vecs,
-                     v.reduction == Reduction::kShuffle ? "shfl" : "tree",
+  return fmt::format("v{}-t{}-b{}-c{}-{}-{}-{}{}{}", v.vec_bytes, tpr, v.block_threads,
+                     v.cached_vecs, v.reduction == Reduction::kShuffle ? "shfl" : "tree",
                      v.grid == FamilyGrid::kPerRows ? "rows" : "pers", v.peel ? "peel" : "nopeel",
-                     v.stage_weight ? "-ws" : "");
+                     v.stage_weight ? "-ws" : "", v.evict_first ? "-ef" : "");
 }
 
 std::optional<Variant> variant_by_name(std::string_view name) {
   static const std::regex kName(
-      R"(v(0|8|16)-t(auto|[0-9]{1,4})-b([0-9]{1,4})-c([0-9]{1,2})-(shfl|tree)-(rows|pers)-(peel|nopeel)(-ws)?)");
+      R"(v(0|8|16)-t(auto|[0-9]{1,4})-b([0-9]{1,4})-c([0-9]{1,2})-(shfl|tree)-(rows|pers)-(peel|nopeel)(-ws)?(-ef)?)");
   std::cmatch m;
   if (!std::regex_match(name.data(), name.data() + name.size(), m, kName)) return std::nullopt;
   Variant v;
@@ -86,6 +89,7 @@ std::optional<Variant> variant_by_name(std::string_view name) {
   v.grid = m[6].str() == "rows" ? FamilyGrid::kPerRows : FamilyGrid::kPersistent;
   v.peel = m[7].str() == "peel";
   v.stage_weight = m[8].matched;
+  v.evict_first = m[9].matched;
   if (validate(v) || variant_name(v) != name) return std::nullopt; // e.g. "t032" is not canonical
   return v;
 }
@@ -163,6 +167,7 @@ const std::vector<Variant>& all_variants() {
         "v16-tauto-b1024-c2-shfl-pers-peel",   // persistent, very wide rows
         "v16-tauto-b512-c4-shfl-pers-peel-ws", // + weight staged per alignment phase
         "v16-tauto-b256-c8-shfl-pers-peel-ws", // + more loads in flight
+        "v16-tauto-b256-c4-shfl-pers-peel-ef", // + evict-first loads of the cached row
     };
     std::vector<Variant> out;
     for (const char* n : names) {

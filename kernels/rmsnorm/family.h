@@ -17,6 +17,7 @@ namespace kloop::rmsnorm {
 // How a row's partial sums of squares are combined across the threads of that row.
 enum class Reduction {
   kShuffle,    // warp xor-shuffles; rows wider than a warp add per-warp partials in shared memory
+               // (two buffers alternating by row iteration: one barrier per row)
   kSharedTree, // every thread writes its partial to shared memory; barrier-separated tree
 };
 
@@ -32,7 +33,9 @@ struct Variant {
   int vec_bytes = 16;
   // Threads cooperating on one row: a power of two in [4, block_threads]; 0 = chosen at run time
   // per call from H (smallest power of two giving <= cached_vecs vectors per thread, at least 4,
-  // at most block_threads); run-time choice needs the persistent grid.
+  // at most block_threads), then widened while the grid has at least twice as many row slots as
+  // rows (few rows: more threads per row, so every block has work); run-time choice needs the
+  // persistent grid.
   int threads_per_row = 32;
   // Threads per block: multiple of 32 in [32, 1024]. With a fixed threads_per_row,
   // rows_per_block = block_threads / threads_per_row.
@@ -52,6 +55,10 @@ struct Variant {
   // a peeled row at any phase reads its weight with aligned 16-byte shared loads (needs peel and
   // vec_bytes > 0; costs vec_bytes * H bytes of dynamic shared memory, which bounds h_max).
   bool stage_weight = false;
+  // Load the register-cached part of each x row with evict-first loads (__ldcs, PTX ld.global.cs):
+  // x is read once, so its lines should not push the weight or re-read data out of L2. Needs
+  // cached_vecs > 0 (the streamed remainder is re-read and keeps normal loads). Name suffix "-ef".
+  bool evict_first = false;
 
   int rows_per_block() const; // block_threads / threads_per_row, or 1 when chosen at run time
   bool operator==(const Variant&) const = default;
@@ -61,8 +68,9 @@ struct Variant {
 // the allowed values), or nullopt when it is valid.
 std::optional<std::string> validate(const Variant& variant);
 
-// Canonical name, e.g. "v16-t32-b256-c4-shfl-rows-peel" or "v16-tauto-b512-c4-shfl-pers-peel-ws".
-// variant_by_name(variant_name(v)) == v for every valid v.
+// Canonical name, e.g. "v16-t32-b256-c4-shfl-rows-peel" or
+// "v16-tauto-b512-c4-shfl-pers-peel-ws-ef". variant_by_name(variant_name(v)) == v for every valid
+// v.
 std::string variant_name(const Variant& variant);
 
 // Parses a canonical name (any valid member, not only the curated ones); nullopt when the text is

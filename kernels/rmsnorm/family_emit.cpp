@@ -22,6 +22,10 @@ template <typename T> __device__ __forceinline__ Raw load_ro(const T* p) {
   const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
   return Raw{{u.x, u.y, u.z, u.w}};
 }
+template <typename T> __device__ __forceinline__ Raw load_ef(const T* p) {  // evict-first
+  const uint4 u = __ldcs(reinterpret_cast<const uint4*>(p));
+  return Raw{{u.x, u.y, u.z, u.w}};
+}
 template <typename T> __device__ __forceinline__ void store_y(T* p, const Raw& r) {
   __stcs(reinterpret_cast<uint4*>(p), make_uint4(r.w[0], r.w[1], r.w[2], r.w[3]));
 }
@@ -32,6 +36,10 @@ template <typename T> __device__ __forceinline__ void store_y(T* p, const Raw& r
 };
 template <typename T> __device__ __forceinline__ Raw load_ro(const T* p) {
   const uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
+  return Raw{{u.x, u.y}};
+}
+template <typename T> __device__ __forceinline__ Raw load_ef(const T* p) {  // evict-first
+  const uint2 u = __ldcs(reinterpret_cast<const uint2*>(p));
   return Raw{{u.x, u.y}};
 }
 template <typename T> __device__ __forceinline__ void store_y(T* p, const Raw& r) {
@@ -142,6 +150,10 @@ std::string emit_tpr(const Variant& v) {
   {{
     const int nv = (H + kV - 1) / kV;
     while (tpr < kBlockThreads && tpr * {} < nv) tpr <<= 1;
+    // Few rows: widen rows while the grid has at least twice as many row slots as rows.
+    while (tpr < kBlockThreads &&
+           static_cast<long long>(gridDim.x) * (kBlockThreads / tpr) >= 2 * rows)
+      tpr <<= 1;
   }}
 )",
                      v.cached_vecs > 0 ? v.cached_vecs : 2);
@@ -188,11 +200,14 @@ std::string emit_reduction(const Variant& v) {
 )";
   if (may_exceed_warp(v))
     s += R"(    if (tpr > 32) {  // per-warp partials of this row through shared memory
+      // Two buffers selected by iteration parity: the barrier of the next iteration separates
+      // these reads from the writes two iterations later, so one barrier per row suffices.
       const int wpr = tpr >> 5;
-      if ((tid & 31) == 0) kl_red[tid >> 5] = total;
+      float* red = kl_red + parity * (kBlockThreads / 32);
+      if ((tid & 31) == 0) red[tid >> 5] = total;
       __syncthreads();
       total = 0.0f;
-      for (int k = 0; k < wpr; ++k) total += kl_red[group * wpr + k];
+      for (int k = 0; k < wpr; ++k) total += red[group * wpr + k];
     }
 )";
   return s;
@@ -216,7 +231,8 @@ std::string emit_body(const Variant& v) {
   if (v.reduction == Reduction::kSharedTree)
     s += "  __shared__ float kl_red[kBlockThreads];\n";
   else if (may_exceed_warp(v))
-    s += "  __shared__ float kl_red[kBlockThreads / 32];\n";
+    s += "  __shared__ float kl_red[2 * (kBlockThreads / 32)];  // double-buffered by parity\n"
+         "  int parity = 0;\n";
   s += R"(  const long long step = static_cast<long long>(gridDim.x) * rpb;
   for (long long base = static_cast<long long>(blockIdx.x) * rpb; base < rows; base += step) {
     const long long row = base + group;
@@ -239,12 +255,12 @@ std::string emit_body(const Variant& v) {
 #pragma unroll
     for (int k = 0; k < {0}; ++k) {{
       const int i = t + k * tpr;
-      cache[k] = i < nvec ? load_ro(xr + head + i * kV) : Raw{{}};
+      cache[k] = i < nvec ? {1}(xr + head + i * kV) : Raw{{}};
     }}
 #pragma unroll
     for (int k = 0; k < {0}; ++k) ss = sumsq<T>(cache[k], ss);
 )",
-                     c);
+                     c, v.evict_first ? "load_ef" : "load_ro");
   s += fmt::format(
       R"(    for (int i = t + {} * tpr; i < nvec; i += tpr) ss = sumsq<T>(load_ro(xr + head + i * kV), ss);
     if (active) {{
@@ -308,8 +324,7 @@ std::string emit_body(const Variant& v) {
     if (v.reduction == Reduction::kSharedTree)
       s += "    __syncthreads();  // the reduction buffer is reused by the next row\n";
     else
-      s +=
-          "    if (tpr > 32) __syncthreads();  // the reduction buffer is reused by the next row\n";
+      s += "    parity ^= 1;  // the other reduction buffer for the next row\n";
   }
   s += "  }\n}\n";
   return s;

@@ -193,6 +193,21 @@ PolicyDecision OfflinePolicy::decide(const ReportDigest& d) {
   } else if (!d.has_benchmark) {
     moves.emplace_back("pass:flagship", flagship_variant());
   } else {
+    // Slower than the baseline somewhere: first tune the run-time-geometry variant in place (more,
+    // smaller blocks resident per SM; evict-first loads of the cached row), since its structure
+    // already covers every shape class.
+    if (prev.threads_per_row == 0 && d.min_speedup > 0 && d.min_speedup < 1.0) {
+      if (prev.block_threads > 256) {
+        Variant v = prev;
+        v.block_threads = 256;
+        moves.emplace_back("tune:smaller_blocks", v);
+      }
+      if (!prev.evict_first && prev.cached_vecs > 0) {
+        Variant v = prev;
+        v.evict_first = true;
+        moves.emplace_back("tune:evict_first", v);
+      }
+    }
     const std::string& st = d.dominant_stall;
     if (has(st, "long_scoreboard") || has(st, "lg_throttle") || has(st, "drain") ||
         (has(st, "throttle") && !has(st, "mio")))

@@ -166,6 +166,15 @@ TEST(OptimizeE2E, OfflineMainJobOnCpuEndsPendingDeviceValidation) {
     EXPECT_NE(it.candidates[0].artifact_of(kloop::store::ArtifactKind::kCubin), nullptr);
     EXPECT_FALSE(it.candidates[0].tool_calls.empty()) << "the build worker call is recorded";
   }
+  // kloop's own peak RSS (children excluded) is printed and recorded with the session (issue 8:
+  // the kloop process stays under 1 GiB).
+  const long rss_kib = r.value("kloop_peak_rss_kib", 0L);
+  EXPECT_GT(rss_kib, 0);
+  EXPECT_LT(rss_kib, 1L << 20);
+  EXPECT_EQ(detail.session.params["resources"]["kloop_peak_rss_kib"], rss_kib);
+  const auto show =
+      kloop_run({"show", std::to_string(r["session_id"].get<int>()), "--store", store.string()});
+  EXPECT_NE(show.stdout_text.find("kloop peak RSS"), std::string::npos) << show.stdout_text;
   fs::remove_all(store);
 }
 

@@ -11,6 +11,13 @@ TEST(GpuWorkerStartTest, ProbeAnswersNotRunWithoutADeviceOrDescribesTheDevice) {
   GpuRunRequest probe;
   probe.mode = "probe";
   const GpuRunResult r = run_gpu_worker(probe);
+  // Every mode reports its device memory, even without a device (nothing allocated then), and the
+  // runner keeps it with the process record (issue 8).
+  ASSERT_TRUE(r.device_memory.is_object()) << r.result.dump();
+  EXPECT_TRUE(r.device_memory.contains("peak_allocated_bytes"));
+  EXPECT_EQ(r.call.detail["device_memory"], r.device_memory);
+  EXPECT_EQ(r.call.detail["mode"], "probe");
+  EXPECT_GT(r.call.max_rss_kib, 0);
   if (r.status == GateStatus::kNotRun) {
     EXPECT_EQ(r.exit_code, kGpuWorkerNoDevice);
     EXPECT_NE(r.reason.find("no CUDA device"), std::string::npos) << r.reason;

@@ -11,6 +11,10 @@
 namespace kloop::rmsnorm {
 namespace {
 
+Variant flagship_variant_for_test() {
+  return *variant_by_name("v16-tauto-b512-c4-shfl-pers-peel");
+}
+
 TEST(OfflineFamily, GenerationIsDeterministicAndVariantsDiffer) {
   std::set<std::string> sources;
   for (const auto& v : all_variants()) {
@@ -102,15 +106,63 @@ TEST(OfflineFamily, EntriesHaveTheContractSignatureAndOnlyToolkitIncludes) {
   }
 }
 
-TEST(OfflineFamily, SharedReductionBufferHasABarrierBeforeReuse) {
+TEST(OfflineFamily, SharedReductionBufferIsProtectedBeforeReuse) {
   for (const auto& v : all_variants()) {
     const std::string src = generate(v).kernel_cu;
     if (src.find("kl_red[") == std::string::npos) continue;
-    // The row loop ends with a barrier whenever a reduction buffer exists.
-    EXPECT_NE(src.find("__syncthreads();  // the reduction buffer is reused by the next row"),
-              std::string::npos)
-        << variant_name(v);
+    if (v.reduction == Reduction::kSharedTree) {
+      // The tree reuses one buffer: the row loop ends with a barrier.
+      EXPECT_NE(src.find("__syncthreads();  // the reduction buffer is reused by the next row"),
+                std::string::npos)
+          << variant_name(v);
+    } else {
+      // Shuffle partials alternate between two buffers; the next row's barrier separates reads
+      // of one buffer from the writes two rows later.
+      EXPECT_NE(src.find("kl_red[2 * (kBlockThreads / 32)]"), std::string::npos) << variant_name(v);
+      EXPECT_NE(src.find("float* red = kl_red + parity * (kBlockThreads / 32);"), std::string::npos)
+          << variant_name(v);
+      EXPECT_NE(src.find("parity ^= 1;"), std::string::npos) << variant_name(v);
+      EXPECT_EQ(src.find("reused by the next row"), std::string::npos) << variant_name(v);
+    }
   }
+}
+
+TEST(OfflineFamily, EvictFirstIsANamedOptionOfCachedVectorVariants) {
+  const auto v = variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-ef");
+  ASSERT_TRUE(v.has_value());
+  EXPECT_TRUE(v->evict_first);
+  EXPECT_EQ(variant_name(*v), "v16-tauto-b256-c4-shfl-pers-peel-ef");
+  EXPECT_TRUE(variant_by_name("v16-tauto-b512-c4-shfl-pers-peel-ws-ef")); // after -ws only
+  EXPECT_FALSE(variant_by_name("v16-tauto-b512-c4-shfl-pers-peel-ef-ws"));
+  Variant two_pass = *v;
+  two_pass.cached_vecs = 0;
+  const auto err = validate(two_pass);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("evict_first"), std::string::npos) << *err;
+  EXPECT_FALSE(variant_by_name("v16-tauto-b256-c0-shfl-pers-peel-ef"));
+  EXPECT_FALSE(variant_by_name("v0-t256-b256-c0-tree-rows-nopeel-ef"));
+}
+
+TEST(OfflineFamily, EvictFirstLoadsOnlyTheCachedPartWithLdcs) {
+  const std::string ef =
+      generate(*variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-ef")).kernel_cu;
+  const std::string plain =
+      generate(*variant_by_name("v16-tauto-b256-c4-shfl-pers-peel")).kernel_cu;
+  EXPECT_NE(ef.find("cache[k] = i < nvec ? load_ef(xr + head + i * kV)"), std::string::npos);
+  EXPECT_NE(ef.find("__ldcs(reinterpret_cast<const uint4*>(p))"), std::string::npos);
+  // The streamed remainder is re-read for the output pass, so it keeps normal loads.
+  EXPECT_NE(ef.find("ss = sumsq<T>(load_ro(xr + head + i * kV), ss)"), std::string::npos);
+  EXPECT_NE(plain.find("cache[k] = i < nvec ? load_ro(xr + head + i * kV)"), std::string::npos);
+}
+
+TEST(OfflineFamily, RunTimeThreadsPerRowWidensRowsWhenTheGridHasSpareRowSlots) {
+  const std::string src = generate(flagship_variant_for_test()).kernel_cu;
+  EXPECT_NE(src.find("static_cast<long long>(gridDim.x) * (kBlockThreads / tpr) >= 2 * rows"),
+            std::string::npos);
+  // Fixed geometry has no run-time choice at all.
+  const std::string fixed = generate(*variant_by_name("v16-t32-b256-c8-shfl-rows-peel")).kernel_cu;
+  EXPECT_NE(fixed.find("constexpr int tpr = 32;"), std::string::npos);
+  EXPECT_EQ(fixed.find("gridDim.x) * (kBlockThreads / tpr)"), std::string::npos);
 }
 
 } // namespace

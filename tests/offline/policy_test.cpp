@@ -109,6 +109,34 @@ TEST(OfflinePolicy, LaunchBoundShapesMoveToThePersistentGrid) {
   EXPECT_EQ(d.variant.grid, FamilyGrid::kPersistent);
 }
 
+TEST(OfflinePolicy, SlowerThanBaselineTunesTheRunTimeVariantInPlace) {
+  OfflinePolicy p(7);
+  p.next(nullptr);
+  const json ok = pending_report();
+  const PolicyDecision flagship = p.next(&ok);
+  ASSERT_EQ(flagship.variant.threads_per_row, 0);
+  ASSERT_EQ(flagship.variant.block_threads, 512);
+  // Faster on odd widths, slower on launch-bound shapes than the in-tree baseline.
+  const json mixed = bench_report({{{"shape_class", "odd"}, {"speedup", 3.0}},
+                                   {{"shape_class", "launch_bound"}, {"speedup", 0.9}}});
+  const PolicyDecision smaller = p.next(&mixed);
+  EXPECT_EQ(smaller.rules, std::vector<std::string>{"tune:smaller_blocks"});
+  Variant want = flagship.variant;
+  want.block_threads = 256;
+  EXPECT_EQ(smaller.variant, want);
+  const PolicyDecision ef = p.next(&mixed);
+  EXPECT_EQ(ef.rules, std::vector<std::string>{"tune:evict_first"});
+  want.evict_first = true;
+  EXPECT_EQ(ef.variant, want);
+  // Not slower anywhere: the tuning rules stay quiet.
+  OfflinePolicy q(7);
+  q.next(nullptr);
+  q.next(&ok);
+  const json fast = bench_report({{{"shape_class", "odd"}, {"speedup", 3.0}}});
+  const PolicyDecision d = q.next(&fast);
+  EXPECT_NE(d.rules.front().rfind("tune:", 0), 0u) << d.rules.front();
+}
+
 TEST(OfflinePolicy, DigestReadsEvidenceAndToleratesOddShapes) {
   const json r = bench_report({{{"shape_class", "odd"}, {"fraction", 0.5}, {"speedup", 1.4}},
                                {{"shape_class", "odd"}, {"fraction", 0.3}, {"speedup", 0.8}}},

@@ -1,5 +1,11 @@
 // GPU tier of the benchmark and roofline gates and of CUPTI stall sampling: the real worker's
 // "benchmark" and "pcsample" modes through the real runner, judged by evaluator/perf_gates.h.
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "evaluator/gpu_runner.h"
@@ -57,6 +63,57 @@ TEST(GpuBenchTest, BaselineBenchmarkPassesBothGatesWithAllSamplesAndChecks) {
   }
   EXPECT_EQ(b["raw_samples_sha256"].get<std::string>().size(), 64u);
   std::printf("%s\n", roof.evidence["by_class"].dump().c_str());
+}
+
+// The same kernel as candidate and as baseline: on a launch-bound shape in the warm state every
+// slot of the A-B-B-A round must time the same thing. Before the blocking kernel, the first slot
+// of each round (always the candidate) started on an idle GPU and timed the host's launch too
+// (about 0.7x at 8 x 4096 in the H200 run of 2026-11-29).
+TEST(GpuBenchTest, SameKernelAsCandidateAndBaselineShowsNoPositionalBias) {
+  const gputest::TreeCandidate c = gputest::load_candidate(gputest::tree("baseline"));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kloop-bias-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir / "baseline.cubin", std::ios::binary) << c.cubin;
+    std::ofstream(dir / "baseline.cu", std::ios::binary) << c.source;
+  }
+  BenchProtocol p;
+  p.time_cap_s = 2.0;
+  p.max_rounds = 100;
+  p.cold = false;
+  GpuRunRequest req;
+  req.mode = "benchmark";
+  req.cubin = c.cubin;
+  req.source = c.source;
+  req.manifest = json::parse(c.manifest_text);
+  req.options = {{"benchmark",
+                  bench_request({{8, 4096, DType::kBFloat16}, {64, 4096, DType::kFloat16}}, p, "")},
+                 {"baseline",
+                  {{"cubin", "baseline.cubin"},
+                   {"source", "baseline.cu"},
+                   {"manifest", json::parse(c.manifest_text)}}}};
+  GpuRunOptions opt;
+  opt.deadline = std::chrono::milliseconds(120000);
+  opt.work_dir = dir;
+  const GpuRunResult r = run_gpu_worker(req, opt);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r.status, GateStatus::kPass) << gputest::describe(r);
+  for (const json& shape : r.result.at("benchmark").at("shapes")) {
+    for (const json& st : shape["states"]) {
+      EXPECT_EQ(st["blocker_timeouts"], 0) << st.dump();
+      auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
+      const double cand = median(st["samples"]["candidate_kernel"].get<std::vector<double>>());
+      const double base = median(st["samples"]["baseline_kernel"].get<std::vector<double>>());
+      std::printf("%sx%s %s: candidate slot %.2f us, baseline slot %.2f us\n",
+                  shape["rows"].dump().c_str(), shape["h"].dump().c_str(),
+                  st["state"].get<std::string>().c_str(), 1e3 * cand, 1e3 * base);
+      EXPECT_NEAR(base / cand, 1.0, 0.05) << shape.dump();
+    }
+  }
 }
 
 TEST(GpuBenchTest, WrongTimedOutputFailsTheBenchmarkGate) {

@@ -29,9 +29,12 @@ __device__ void rms_row(const T* x, const T* w, T* y, long long rows, int H, lon
   float tot = 0.f;
   for (int i = 0; i < (int)(blockDim.x >> 5); ++i) tot += red[i];
   const float scale = rsqrtf(tot / H + eps);
+  // DEFECT: a barrier in a branch only half of each warp takes; the other lanes go on to the
+  // output loop. (A divergent barrier just before the lanes exit is not flagged by synccheck on
+  // sm_90: exited lanes count as arrived.)
+  if ((threadIdx.x & 31) < 16) __syncthreads();
   for (int j = threadIdx.x; j < H; j += blockDim.x)
     yr[j] = from_f<T>((to_f(xr[j]) * scale) * to_f(w[j]));
-  if ((threadIdx.x & 31) < 16) __syncthreads();  // DEFECT: barrier in a divergent branch
 }
 
 extern "C" __global__ void rms_f32(const float* x, const float* weight, float* y, long long rows, int H,

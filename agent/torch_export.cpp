@@ -1,0 +1,258 @@
+// `kloop export --torch`: the Python package for a session's promoted candidate (torch_export.h).
+#include "agent/torch_export.h"
+
+#include <fstream>
+#include <stdexcept>
+
+#include <fmt/core.h>
+
+#include "evaluator/gate.h"
+#include "kernels/rmsnorm/contract.h"
+#include "kernels/rmsnorm/manifest.h"
+#include "store/receipt.h"
+#include "store/store.h"
+
+namespace kloop::agent {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kRolloutKeys[] = {"feature_flag_and_scope",
+                                        "healthy_worker_recovery_and_reference_target",
+                                        "revalidation_policy"};
+
+void write_file(const std::filesystem::path& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+    throw evaluator::InfraError(fmt::format("kloop export: cannot write {}; check the directory "
+                                            "permissions and free space",
+                                            path.string()));
+}
+
+// A Python literal of a JSON string/number/object without booleans or nulls.
+std::string py(const json& v) {
+  return v.dump();
+}
+
+std::string replace_all(std::string text, const std::string& from, const std::string& to) {
+  for (std::size_t pos = text.find(from); pos != std::string::npos;
+       pos = text.find(from, pos + to.size()))
+    text.replace(pos, from.size(), to);
+  return text;
+}
+
+// The candidate to export, or nullptr: the promoted one; with allow_unpromoted the frozen one,
+// else the best passing one, else the latest with a cubin.
+const store::CandidateDetail* pick_candidate(const store::SessionDetail& d, bool promoted,
+                                             bool allow_unpromoted) {
+  if (promoted || (allow_unpromoted && d.promotion && d.promotion->candidate_id))
+    return d.find_candidate(*d.promotion->candidate_id);
+  if (!allow_unpromoted) return nullptr;
+  if (const auto* best = d.best_candidate()) return best;
+  const store::CandidateDetail* last = nullptr;
+  for (const auto& it : d.iterations)
+    for (const auto& c : it.candidates)
+      if (c.artifact_of(store::ArtifactKind::kCubin) && !c.candidate.manifest_sha256.empty())
+        last = &c;
+  return last;
+}
+
+// Adds a promotion row repeating the latest decision with `rollout` in its evidence; false when
+// there is no decision to attach it to or it is already recorded.
+bool record_rollout(store::Store& st, const store::SessionDetail& d, const Rollout& rollout) {
+  if (!d.promotion) return false;
+  json evidence = d.promotion->evidence.is_object() ? d.promotion->evidence : json::object();
+  if (evidence.value("rollout", json()) == rollout.to_json()) return true;
+  evidence["rollout"] = rollout.to_json();
+  evidence["rollout_recorded_by"] = "kloop export --rollout";
+  store::PromotionRecord p = *d.promotion;
+  p.id = 0;
+  p.evidence = evidence;
+  auto step = st.begin_step();
+  step.add_promotion(p);
+  step.commit();
+  return true;
+}
+
+} // namespace
+
+json Rollout::to_json() const {
+  return {{"feature_flag_and_scope", feature_flag_and_scope},
+          {"healthy_worker_recovery_and_reference_target",
+           healthy_worker_recovery_and_reference_target},
+          {"revalidation_policy", revalidation_policy}};
+}
+
+RolloutParse parse_rollout(std::string_view text) {
+  const json j = json::parse(text, nullptr, false);
+  auto fail = [](std::string m) { return RolloutParse{std::nullopt, "rollout file: " + m}; };
+  if (j.is_discarded()) return fail("not valid JSON; write one object with the three fields");
+  if (!j.is_object())
+    return fail(fmt::format("expected a JSON object with {}, {} and {}; got {}", kRolloutKeys[0],
+                            kRolloutKeys[1], kRolloutKeys[2], j.type_name()));
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    bool known = false;
+    for (const char* k : kRolloutKeys)
+      known |= it.key() == k;
+    if (!known)
+      return fail(fmt::format("unknown field `{}`; allowed: {}, {}, {}", it.key(), kRolloutKeys[0],
+                              kRolloutKeys[1], kRolloutKeys[2]));
+  }
+  std::string values[3];
+  for (int i = 0; i < 3; ++i) {
+    const char* k = kRolloutKeys[i];
+    if (!j.contains(k)) return fail(fmt::format("missing field `{}`; every field is required", k));
+    if (!j[k].is_string())
+      return fail(fmt::format("field `{}` must be a string, got {}", k, j[k].type_name()));
+    values[i] = j[k].get<std::string>();
+    if (values[i].find_first_not_of(" \t\r\n") == std::string::npos)
+      return fail(fmt::format("field `{}` is empty; describe it (the seed's rollout policy)", k));
+  }
+  return {Rollout{values[0], values[1], values[2]}, {}};
+}
+
+std::string render_config_py(const std::string& manifest_text, const std::string& source,
+                             const json& meta) {
+  const auto parsed = rmsnorm::parse_manifest(manifest_text, source);
+  if (!parsed.manifest)
+    throw std::invalid_argument("manifest.json does not parse: " + parsed.errors.at(0).message);
+  const rmsnorm::Manifest& m = *parsed.manifest;
+  json entry = json::object();
+  for (const auto& [dtype, name] : m.entry_points)
+    entry[std::string(dtype_name(dtype))] = name;
+  json tol = json::object();
+  for (DType d : kAllDTypes)
+    tol[std::string(dtype_name(d))] = rmsnorm::tolerance_for(d).to_json();
+  const bool promoted = meta.value("promoted", false);
+  std::string out;
+  out += "# Generated by `kloop export --torch` from the candidate's manifest.json and the\n"
+         "# weighted_rmsnorm/1 contract (kernels/rmsnorm/contract.cpp). Do not edit: re-export.\n";
+  out += fmt::format("SESSION_ID = {}\nCANDIDATE_ID = {}\nPROMOTED = {}\nSTATUS = {}\n",
+                     meta.value("session_id", 0), meta.value("candidate_id", 0),
+                     promoted ? "True" : "False", py(meta.value("status", "")));
+  out += fmt::format("CUBIN_SHA256 = {}\nSOURCE_SHA256 = {}\n", py(meta.value("cubin_sha256", "")),
+                     py(meta.value("source_sha256", "")));
+  out += fmt::format("TARGET = {}\nENTRY_POINTS = {}\n", py(m.target), py(entry));
+  out +=
+      fmt::format("BLOCK_THREADS = {}\nROWS_PER_BLOCK = {}\nGRID = {}\n", m.launch.block_threads,
+                  m.launch.rows_per_block,
+                  py(m.launch.grid == rmsnorm::GridKind::kPersistent ? "persistent" : "per_rows"));
+  out += fmt::format("SMEM_FIXED_BYTES = {}\nSMEM_BYTES_PER_H = {}\n", m.launch.smem_fixed_bytes,
+                     m.launch.smem_bytes_per_h);
+  out += fmt::format(
+      "H_MIN = {}\nH_MAX = {}\nH_MULTIPLE_OF = {}\nX_ROWS = {}\n"
+      "ALIGNMENT_BYTES = {}\n",
+      m.dispatch.h_min, m.dispatch.h_max, m.dispatch.h_multiple_of,
+      py(m.dispatch.x_rows == rmsnorm::RowLayout::kContiguous ? "contiguous" : "any_stride"),
+      m.dispatch.alignment_bytes);
+  out += fmt::format("DISPATCH_TEXT = {}\n", py(rmsnorm::dispatch_predicate_text(m)));
+  out += fmt::format("# Per-dtype tolerance: |a-e| <= atol + rtol*|e| per element; per row\n"
+                     "# ||a-e||_2 <= row_rtol * max(||e||_2, row_floor).\nTOLERANCE = {}\n",
+                     py(tol));
+  return out;
+}
+
+TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id,
+                                       const std::filesystem::path& dir,
+                                       const TorchExportOptions& options) {
+  TorchExportResult r;
+  const auto d = st.load_session(session_id);
+  r.promoted = d.promotion && d.promotion->decision == store::Decision::kPromoted &&
+               d.promotion->candidate_id;
+  const std::string status =
+      d.promotion ? std::string(store::name(d.promotion->decision)) : "no promotion decision";
+  const store::CandidateDetail* c = pick_candidate(d, r.promoted, options.allow_unpromoted);
+  if (!c) {
+    r.exit_code = 1;
+    r.error = r.promoted || options.allow_unpromoted
+                  ? fmt::format("session {} has no candidate with a cubin to export", session_id)
+                  : fmt::format("session {} is not promoted ({}); kloop export writes only "
+                                "promoted candidates; pass --allow-unpromoted to export its frozen "
+                                "candidate for review (the package then says it is unpromoted)",
+                                session_id, status);
+    return r;
+  }
+  const auto* cubin_art = c->artifact_of(store::ArtifactKind::kCubin);
+  if (!cubin_art || c->candidate.manifest_sha256.empty() || c->candidate.source_sha256.empty()) {
+    r.exit_code = 1;
+    r.error = fmt::format("session {} candidate {} has no cubin, manifest or source in the store; "
+                          "nothing to export",
+                          session_id, c->candidate.id);
+    return r;
+  }
+  r.candidate_id = c->candidate.id;
+  const std::string cubin = st.blob(cubin_art->sha256);
+  const std::string manifest_text = st.blob(c->candidate.manifest_sha256);
+  const std::string source = st.blob(c->candidate.source_sha256);
+  const json meta = {{"session_id", session_id},
+                     {"candidate_id", c->candidate.id},
+                     {"promoted", r.promoted},
+                     {"status", r.promoted ? "promoted" : status},
+                     {"cubin_sha256", cubin_art->sha256},
+                     {"source_sha256", c->candidate.source_sha256}};
+  std::string config;
+  try {
+    config = render_config_py(manifest_text, source, meta);
+  } catch (const std::invalid_argument& e) {
+    r.exit_code = 2;
+    r.error = fmt::format("session {} candidate {}: {}", session_id, c->candidate.id, e.what());
+    return r;
+  }
+
+  if (options.rollout) r.rollout_recorded = record_rollout(st, d, *options.rollout);
+  // Reloaded into a new detail: `c` and `cubin_art` point into `d`.
+  const store::SessionDetail now = r.rollout_recorded ? st.load_session(session_id) : d;
+  json payload = store::build_receipt_payload(now, store::receipt_manifest(st, now), std::nullopt,
+                                              std::nullopt);
+  if (options.rollout && !r.rollout_recorded) payload["rollout"] = options.rollout->to_json();
+  r.receipt = {{"payload", payload},
+               {"approval",
+                {{"canonical_payload_sha256", nullptr},
+                 {"signature", nullptr},
+                 {"signing_key_id", nullptr}}}};
+
+  const auto manifest = rmsnorm::parse_manifest(manifest_text, source).manifest;
+  json exp = meta;
+  exp["kloop_export"] = 1;
+  exp["manifest_sha256"] = c->candidate.manifest_sha256;
+  exp["dispatch"] = rmsnorm::dispatch_predicate_text(*manifest);
+  exp["target"] = manifest->target;
+  exp["rollout"] = options.rollout ? options.rollout->to_json() : json(nullptr);
+  exp["rollout_recorded_in_store"] = r.rollout_recorded;
+  exp["exported_at"] = store::now_iso8601();
+  if (!r.promoted)
+    exp["warning"] = fmt::format("NOT PROMOTED: session {} ended {}; this package is for review "
+                                 "and testing only, not for deployment",
+                                 session_id, status);
+
+  r.package_dir = dir / "kloop_rmsnorm";
+  std::filesystem::create_directories(r.package_dir);
+  auto put = [&](const std::string& name, std::string_view bytes) {
+    write_file(r.package_dir / name, bytes);
+    r.files.push_back(name);
+  };
+  for (const auto& t : export_templates()) {
+    std::string text = t.text;
+    if (std::string_view(t.name) == "README.md") {
+      text = replace_all(text, "@SESSION_ID@", std::to_string(session_id));
+      text = replace_all(text, "@CANDIDATE_ID@", std::to_string(c->candidate.id));
+      text = replace_all(text, "@STATUS@", r.promoted ? "promoted" : "NOT PROMOTED");
+      text = replace_all(text, "@PROMOTION_NOTE@",
+                         r.promoted ? "Promoted by kloop: every hard gate and the holdout passed."
+                                    : "**" + exp["warning"].get<std::string>() + "**");
+      text = replace_all(text, "@TARGET@", manifest->target);
+      text = replace_all(text, "@DISPATCH@", exp["dispatch"].get<std::string>());
+      text = replace_all(text, "@CUBIN_SHA256@", cubin_art->sha256);
+    }
+    put(t.name, text);
+  }
+  put("_config.py", config);
+  put("kernel.cubin", cubin);
+  put("manifest.json", manifest_text);
+  put("receipt.json", r.receipt.dump(2) + "\n");
+  put("export.json", exp.dump(2) + "\n");
+  r.ok = true;
+  return r;
+}
+
+} // namespace kloop::agent

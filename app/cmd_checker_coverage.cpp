@@ -1,0 +1,206 @@
+// `kloop checker-coverage rmsnorm`: mutation analysis of the evaluator (mutation/). Mutants of the
+// in-tree baseline go through the same gates as any candidate; survivors run the holdout suite
+// and a killing-input search. Prints the report (table or --json), stores it (--store), and
+// writes or checks the recorded score (--record / --check-record). Exit codes: 0 done (and not
+// weaker than the record), 1 the score fell below the record, 2 usage (bad flag, unknown
+// operator, unreadable or mismatched record), 3 could not finish (no device: mutants not run;
+// infrastructure fault).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "app/commands.h"
+#include "evaluator/candidate.h"
+#include "mutation/operators.h"
+#include "mutation/runner.h"
+#include "mutation/store_report.h"
+#include "mutation/worker_backend.h"
+#include "store/store.h"
+
+namespace kloop::app {
+namespace {
+
+struct CoverageArgs {
+  std::string op, store_dir, operators, baseline_dir, record, check_record;
+  bool json = false, no_sandbox = false, with_benchmark = false, list = false;
+  int max_mutants = 0, max_per_operator = 3, jobs = 4;
+  double worker_timeout_s = 120;
+  std::uint64_t seed = 1;
+};
+
+std::vector<std::string> split_csv(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string default_baseline_dir() {
+  const std::string local = "kernels/rmsnorm/baseline"; // a carried checkout (device machine)
+  if (std::filesystem::exists(local + "/kernel.cu")) return local;
+  return std::string(KLOOP_SOURCE_DIR) + "/kernels/rmsnorm/baseline";
+}
+
+int usage(const std::string& message) {
+  std::fprintf(stderr, "kloop checker-coverage: %s\n", message.c_str());
+  return kExitUsage;
+}
+
+int run_coverage(const CoverageArgs& a) {
+  if (a.list) {
+    for (const auto& o : mutation::operators())
+      std::printf("%-22s %s\n", std::string(o.name).c_str(), std::string(o.doc).c_str());
+    return kExitOk;
+  }
+  if (a.op != "rmsnorm") return usage("unknown operator '" + a.op + "'; available: rmsnorm");
+  const std::vector<std::string> ops = split_csv(a.operators);
+  for (const std::string& o : ops)
+    if (!mutation::is_operator(o))
+      return usage("unknown mutation operator '" + o +
+                   "' in --operators; --list-operators "
+                   "prints the names");
+  if (a.max_mutants < 0) return usage("--max-mutants must be >= 0 (0: no cap)");
+  if (a.max_per_operator < 1) return usage("--max-per-operator must be >= 1");
+  if (a.jobs < 1 || a.jobs > 64) return usage("--jobs must be in [1, 64]");
+  if (!(a.worker_timeout_s > 0 && a.worker_timeout_s <= 3600))
+    return usage("--worker-timeout must be in (0, 3600] seconds");
+  std::optional<mutation::CoverageRecord> recorded;
+  if (!a.check_record.empty()) {
+    std::ifstream in(a.check_record);
+    if (!in)
+      return usage("cannot read --check-record " + a.check_record +
+                   "; give an existing "
+                   "record file");
+    try {
+      recorded = mutation::CoverageRecord::from_json(nlohmann::json::parse(in));
+    } catch (const std::exception& e) {
+      return usage(fmt::format("--check-record {}: {}", a.check_record, e.what()));
+    }
+  }
+  const std::string baseline_dir = a.baseline_dir.empty() ? default_baseline_dir() : a.baseline_dir;
+  auto loaded = evaluator::load_candidate_dir(baseline_dir);
+  if (!loaded.candidate) return usage(loaded.error);
+
+  const std::vector<mutation::Mutant> mutants =
+      mutation::select_mutants(loaded.candidate->source, ops, a.max_per_operator, a.max_mutants);
+  mutation::WorkerBackendOptions bo;
+  if (a.no_sandbox) {
+    bo.build.sandbox = evaluator::SandboxRequest::kNoSandbox;
+    std::fprintf(stderr, "kloop checker-coverage: --no-sandbox: mutants are compiled WITHOUT "
+                         "isolation (recorded in the build gate's evidence)\n");
+  }
+  bo.worker_deadline = std::chrono::milliseconds(static_cast<long long>(a.worker_timeout_s * 1e3));
+  bo.with_benchmark = a.with_benchmark;
+  mutation::WorkerBackend backend(bo);
+  std::fprintf(stderr, "checker-coverage: %zu mutants of %s; device: %s\n", mutants.size(),
+               baseline_dir.c_str(),
+               backend.has_device() ? backend.device_name().c_str()
+                                    : ("none (" + backend.no_device_reason() +
+                                       "); only contract, build and static gates run")
+                                          .c_str());
+  mutation::AnalysisOptions ao;
+  ao.seed = a.seed;
+  ao.jobs = a.jobs;
+  mutation::CoverageReport report =
+      mutation::analyze(*loaded.candidate, mutants, backend, ao, [](const std::string& line) {
+        std::fprintf(stderr, "%s\n", line.c_str());
+      });
+  nlohmann::json ids = nlohmann::json::array();
+  for (const auto& m : mutants)
+    ids.push_back(m.id);
+  report.selection = {{"operators", ops.empty() ? nlohmann::json("all") : nlohmann::json(ops)},
+                      {"max_per_operator", a.max_per_operator},
+                      {"max_mutants", a.max_mutants},
+                      {"seed", a.seed},
+                      {"with_benchmark", a.with_benchmark},
+                      {"mutants", ids}};
+
+  if (a.json)
+    std::printf("%s\n", report.to_json().dump(2).c_str());
+  else
+    std::printf("%s", report.table().c_str());
+  if (!a.store_dir.empty()) {
+    store::Store st = store::Store::open(a.store_dir);
+    const std::int64_t id =
+        mutation::store_report(st, report, {KLOOP_VERSION, KLOOP_GIT_COMMIT, a.seed});
+    std::fprintf(stderr, "checker-coverage: stored as session %lld in %s\n",
+                 static_cast<long long>(id), a.store_dir.c_str());
+  }
+  if (!a.record.empty()) {
+    std::ofstream out(a.record, std::ios::trunc);
+    if (!(out << mutation::CoverageRecord::of(report).to_json().dump(2) << "\n"))
+      return usage("cannot write --record " + a.record);
+    std::fprintf(stderr, "checker-coverage: record written to %s\n", a.record.c_str());
+  }
+  if (recorded) {
+    bool mismatch = false;
+    const std::string why = mutation::compare_to_record(report, *recorded, &mismatch);
+    if (mismatch)
+      return usage(fmt::format("--check-record {}: {}; run with the flags it was recorded with, "
+                               "or write a new one with --record",
+                               a.check_record, why));
+    if (!why.empty()) {
+      std::fprintf(stderr, "checker-coverage: the evaluator got weaker: %s (record %s)\n",
+                   why.c_str(), a.check_record.c_str());
+      return kExitRejected;
+    }
+    std::fprintf(stderr, "checker-coverage: not weaker than the record %s\n",
+                 a.check_record.c_str());
+  }
+  return report.complete() ? kExitOk : kExitCouldNotFinish;
+}
+
+} // namespace
+
+void register_checker_coverage(CLI::App& app, int& exit_code) {
+  auto a = std::make_shared<CoverageArgs>();
+  auto* sub = app.add_subcommand(
+      "checker-coverage",
+      "Mutation analysis of the evaluator: mutants of the in-tree baseline through every gate, the "
+      "holdout and a killing-input search; mutation score = killed / admissible. Exit: 0 done, 1 "
+      "score below --check-record, 2 usage, 3 could not finish (no device)");
+  sub->add_option("op", a->op, "Operator (rmsnorm)");
+  sub->add_flag("--list-operators", a->list, "Print the mutation operators and exit");
+  sub->add_option("--store", a->store_dir, "Store the report in this store directory");
+  sub->add_flag("--json", a->json, "Print the report as one JSON document");
+  sub->add_option("--operators", a->operators, "Comma-separated operator names (default: all)");
+  sub->add_option("--max-mutants", a->max_mutants,
+                  "Cap on mutants, round-robin over operators "
+                  "(default 0: no cap)");
+  sub->add_option("--max-per-operator", a->max_per_operator,
+                  "Sites per operator, spread evenly (default 3)");
+  sub->add_option("--jobs", a->jobs, "Mutants evaluated concurrently (default 4)");
+  sub->add_flag("--no-sandbox", a->no_sandbox,
+                "Build without namespace isolation (recorded; only for trusted sources)");
+  sub->add_option("--worker-timeout", a->worker_timeout_s,
+                  "Watchdog per GPU worker batch in seconds (default 120)");
+  sub->add_option("--seed", a->seed, "Seed of the holdout suite and the search pool (default 1)");
+  sub->add_flag("--with-benchmark", a->with_benchmark,
+                "Also run the benchmark and roofline gates per mutant (slow)");
+  sub->add_option("--baseline", a->baseline_dir,
+                  "Candidate folder to mutate (default: kernels/rmsnorm/baseline)");
+  sub->add_option("--record", a->record, "Write the score record to this JSON file");
+  sub->add_option("--check-record", a->check_record,
+                  "Exit 1 when the score falls below the one in this record file");
+  sub->callback([a, &exit_code] {
+    if (!a->list && a->op.empty()) {
+      std::fprintf(stderr, "kloop checker-coverage: the operator is required (rmsnorm)\n");
+      exit_code = kExitUsage;
+      return;
+    }
+    try {
+      exit_code = run_coverage(*a);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kloop checker-coverage: could not finish: %s\n", e.what());
+      exit_code = kExitCouldNotFinish;
+    }
+  });
+}
+
+} // namespace kloop::app

@@ -1,0 +1,132 @@
+// `kloop export ID --torch DIR [--rollout FILE] [--allow-unpromoted]` and
+// `kloop shadow ID --inputs DIR [--json] [--allow-unpromoted]` (agent/torch_export.h,
+// agent/shadow.h). Exit codes: 0 written / shadow pass; 1 refused (not promoted) / shadow
+// divergence; 2 bad input (rollout file, inputs folder); 3 could not finish (shadow not run).
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <fmt/core.h>
+
+#include "agent/shadow.h"
+#include "agent/torch_export.h"
+#include "app/commands.h"
+#include "store/store.h"
+
+namespace kloop::app {
+namespace {
+
+struct ExportOpts {
+  std::string dir = store::Store::default_dir();
+  std::int64_t id = 0;
+  std::string torch_dir, rollout_file, inputs, python;
+  bool allow_unpromoted = false, json = false;
+  int timeout_s = 600;
+};
+
+int cmd_export(const ExportOpts& o) {
+  agent::TorchExportOptions eo;
+  eo.allow_unpromoted = o.allow_unpromoted;
+  if (!o.rollout_file.empty()) {
+    std::ifstream in(o.rollout_file, std::ios::binary);
+    if (!in) {
+      std::fprintf(stderr, "kloop export: cannot read --rollout %s; check the path\n",
+                   o.rollout_file.c_str());
+      return kExitUsage;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto parsed = agent::parse_rollout(ss.str());
+    if (!parsed.rollout) {
+      std::fprintf(stderr, "kloop export: --rollout %s: %s\n", o.rollout_file.c_str(),
+                   parsed.error.c_str());
+      return kExitUsage;
+    }
+    eo.rollout = std::move(parsed.rollout);
+  }
+  store::Store st = store::Store::open(o.dir);
+  const auto r = agent::export_torch_package(st, o.id, o.torch_dir, eo);
+  if (!r.ok) {
+    std::fprintf(stderr, "kloop export: %s\n", r.error.c_str());
+    return r.exit_code;
+  }
+  if (!r.promoted)
+    std::fprintf(stderr,
+                 "kloop export: WARNING: session %lld is NOT promoted; candidate %lld exported "
+                 "for review only (export.json and the package say so)\n",
+                 static_cast<long long>(o.id), static_cast<long long>(r.candidate_id));
+  std::string msg =
+      fmt::format("wrote {} ({} files; candidate {}{})\n", r.package_dir.string(), r.files.size(),
+                  r.candidate_id, r.promoted ? ", promoted" : ", NOT promoted");
+  if (eo.rollout)
+    msg += r.rollout_recorded ? "rollout recorded in the store; sign the receipt with `kloop "
+                                "receipt sign " +
+                                    std::to_string(o.id) + " --key KEY --reviewer NAME`\n"
+                              : "rollout written to receipt.json only: the session has no "
+                                "promotion decision to attach it to\n";
+  else
+    msg += "receipt.json has an empty rollout section (not signable for deployment); pass "
+           "--rollout FILE to fill it\n";
+  std::fwrite(msg.data(), 1, msg.size(), stdout);
+  return kExitOk;
+}
+
+int cmd_shadow(const ExportOpts& o) {
+  store::Store st = store::Store::open(o.dir);
+  agent::ShadowOptions so;
+  so.inputs = o.inputs;
+  so.allow_unpromoted = o.allow_unpromoted;
+  so.python = o.python;
+  so.deadline = std::chrono::seconds(o.timeout_s);
+  const auto r = agent::run_shadow(st, o.id, so);
+  if (o.json) {
+    const nlohmann::json j = {
+        {"session_id", o.id}, {"candidate_id", r.candidate_id},   {"status", r.status},
+        {"reason", r.reason}, {"report_sha256", r.report_sha256}, {"report", r.report}};
+    const std::string text = j.dump(2) + "\n";
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  } else {
+    const std::string text = agent::format_shadow_table(r);
+    std::fwrite(text.data(), 1, text.size(), r.exit_code == 0 ? stdout : stderr);
+  }
+  return r.exit_code;
+}
+
+} // namespace
+
+void register_export_commands(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<ExportOpts>();
+  int* ec = &exit_code;
+
+  auto* exp = app.add_subcommand(
+      "export", "Write the promoted candidate of a session as an importable PyTorch package");
+  exp->add_option("--store", o->dir, "Store directory (default $KLOOP_STORE or ./kloop-store)");
+  exp->add_option("ID", o->id, "Session id")->required();
+  exp->add_option("--torch", o->torch_dir, "Directory to write kloop_rmsnorm/ into")->required();
+  exp->add_option("--rollout", o->rollout_file,
+                  "JSON {feature_flag_and_scope, healthy_worker_recovery_and_reference_target, "
+                  "revalidation_policy}: recorded in the store and the receipt");
+  exp->add_flag("--allow-unpromoted", o->allow_unpromoted,
+                "Export the frozen candidate of an unpromoted session (marked as such)");
+  exp->callback([o, ec] { *ec = cmd_export(*o); });
+
+  auto* shadow = app.add_subcommand(
+      "shadow", "Run the promoted candidate and the reference side by side on captured inputs");
+  shadow->add_option("--store", o->dir, "Store directory (default $KLOOP_STORE or ./kloop-store)");
+  shadow->add_option("ID", o->id, "Session id")->required();
+  shadow
+      ->add_option("--inputs", o->inputs,
+                   "Folder of NAME.safetensors (tensors x, weight; eps in metadata) or "
+                   "NAME.x.npy + NAME.weight.npy files")
+      ->required();
+  shadow->add_flag("--json", o->json, "Print JSON");
+  shadow->add_flag("--allow-unpromoted", o->allow_unpromoted,
+                   "Shadow the frozen candidate of an unpromoted session");
+  shadow->add_option("--python", o->python, "python3 to run (default: python3 on PATH)");
+  shadow->add_option("--timeout", o->timeout_s, "Seconds before the shadow run is stopped")
+      ->check(CLI::Range(1, 86400));
+  shadow->callback([o, ec] { *ec = cmd_shadow(*o); });
+}
+
+} // namespace kloop::app

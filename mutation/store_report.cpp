@@ -1,0 +1,50 @@
+// Checker-coverage report -> store rows (see store_report.h).
+#include "mutation/store_report.h"
+
+#include "kernels/rmsnorm/contract.h"
+
+namespace kloop::mutation {
+
+std::int64_t store_report(store::Store& st, const CoverageReport& report,
+                          const StoreContext& context) {
+  store::SessionRecord s;
+  s.operator_name = "weighted_rmsnorm";
+  s.contract_version = std::to_string(rmsnorm::kContractVersion);
+  s.contract_sha256 = rmsnorm::contract_sha256();
+  s.provider = "checker-coverage";
+  s.model = "in-tree baseline mutants";
+  s.budget = static_cast<int>(report.outcomes.size());
+  s.seed = static_cast<std::int64_t>(context.seed);
+  s.kloop_version = context.kloop_version;
+  s.kloop_commit = context.kloop_commit;
+  s.device_name = report.device;
+  s.params = {{"selection", report.selection}};
+  const std::int64_t id = st.create_session(s);
+
+  nlohmann::json full = report.to_json();
+  nlohmann::json summary = full;
+  summary.erase("mutants"); // the full list lives in the blob
+  auto step = st.begin_step();
+  store::IterationRecord it;
+  it.session_id = id;
+  it.index = 0;
+  it.wall_ms = report.wall_ms;
+  it.notes = {{"checker_coverage", summary}};
+  step.add_iteration(it);
+  store::ArtifactRecord a;
+  a.iteration_id = it.id;
+  a.kind = store::ArtifactKind::kOther;
+  a.name = "checker_coverage.json";
+  step.add_artifact(a, full.dump(2));
+  step.commit();
+
+  store::VerdictCode verdict = store::VerdictCode::kPass;
+  if (!report.gaps().empty())
+    verdict = store::VerdictCode::kReject;
+  else if (!report.complete())
+    verdict = store::VerdictCode::kPendingDeviceValidation;
+  st.finish_session(id, store::SessionStatus::kCompleted, verdict);
+  return id;
+}
+
+} // namespace kloop::mutation

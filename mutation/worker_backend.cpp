@@ -1,0 +1,177 @@
+// The real mutant backend (see worker_backend.h).
+#include "mutation/worker_backend.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/core.h>
+
+#include "evaluator/device_gates.h"
+#include "evaluator/sanitizer.h"
+#include "evaluator/subprocess.h"
+
+namespace kloop::mutation {
+namespace {
+
+namespace fs = std::filesystem;
+using evaluator::GateResult;
+using evaluator::GateStatus;
+
+// A private request folder removed on scope exit.
+struct RequestDir {
+  fs::path path;
+  RequestDir() {
+    std::string tmpl = (fs::temp_directory_path() / "kloop-mutant-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr)
+      throw evaluator::InfraError("checker-coverage: cannot create a request folder in " +
+                                  fs::temp_directory_path().string() + "; check TMPDIR");
+    path = tmpl;
+  }
+  RequestDir(const RequestDir&) = delete;
+  RequestDir& operator=(const RequestDir&) = delete;
+  ~RequestDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  void write(const std::string& name, const std::string& bytes) const {
+    std::ofstream out(path / name, std::ios::binary | std::ios::trunc);
+    if (!(out << bytes))
+      throw evaluator::InfraError("checker-coverage: cannot write " + (path / name).string());
+  }
+};
+
+std::string worker_of(const WorkerBackendOptions& o) {
+  return o.gpu_worker.empty() ? evaluator::worker_path("kloop-gpu-worker") : o.gpu_worker;
+}
+
+// The same sanitizer gate as evaluator::GpuWorkerGates: a `sanitize` worker request wrapped by
+// compute-sanitizer once per tool, network-isolated when `unshare -n` works.
+GateResult sanitizer_gate(const evaluator::BuiltCandidate& built, const WorkerBackendOptions& o) {
+  RequestDir dir;
+  dir.write("kernel.cubin", built.cubin);
+  dir.write("kernel.cu", built.candidate.source);
+  const nlohmann::json req = {
+      {"mode", "sanitize"},
+      {"cubin", "kernel.cubin"},
+      {"source", "kernel.cu"},
+      {"manifest", nlohmann::json::parse(built.candidate.manifest_text, nullptr, false)},
+      {"cases", nlohmann::json::array()},
+      {"options", nlohmann::json::object()}};
+  dir.write("request.json", req.dump());
+  evaluator::sanitizer::GateConfig config;
+  for (const char* p : {"/usr/local/cuda/bin/compute-sanitizer", "/usr/bin/compute-sanitizer"})
+    if (config.sanitizer_path.empty() && ::access(p, X_OK) == 0) config.sanitizer_path = p;
+  config.worker_argv = {worker_of(o), dir.path.string()};
+  config.work_dir = dir.path.string();
+  config.worker_result_path = (dir.path / "result.json").string();
+  config.deadline_per_tool = o.sanitizer_deadline;
+  config.env = {{"PATH", "/usr/local/cuda/bin:/usr/bin:/bin"},
+                {"HOME", dir.path.string()},
+                {"TMPDIR", dir.path.string()}};
+  const bool isolate = evaluator::network_isolation_available();
+  auto runner = [isolate](const std::vector<std::string>& argv,
+                          const evaluator::SubprocessOptions& so) {
+    std::vector<std::string> full;
+    if (isolate) full = {"/usr/bin/unshare", "-n"};
+    full.insert(full.end(), argv.begin(), argv.end());
+    return evaluator::run_subprocess(full, so);
+  };
+  return evaluator::sanitizer::run_gate(config, runner, nullptr);
+}
+
+GateResult skipped(std::string_view name, const std::string& why) {
+  return GateResult{std::string(name), GateStatus::kNotRun,
+                    std::string(kSkippedPrefix) + ": " + why, nlohmann::json::object()};
+}
+
+} // namespace
+
+std::vector<GateResult> CorrectnessSanitizerGates::run(const evaluator::BuiltCandidate& built) {
+  evaluator::GpuRunRequest req;
+  req.mode = "correctness";
+  req.cubin = built.cubin;
+  req.source = built.candidate.source;
+  req.manifest = nlohmann::json::parse(built.candidate.manifest_text, nullptr, false);
+  req.cases = {{"suite", "public"}, {"seed", options_.public_seed}};
+  req.options = {{"stop_at_first_failure", true}};
+  evaluator::GpuRunOptions ro;
+  ro.deadline = options_.worker_deadline;
+  ro.worker = options_.gpu_worker;
+  std::vector<GateResult> out{evaluator::correctness_gate_from(evaluator::run_gpu_worker(req, ro))};
+  if (out[0].status != GateStatus::kPass) {
+    for (std::string_view name :
+         {evaluator::kGateSanitizer, evaluator::kGateBenchmark, evaluator::kGateRoofline})
+      out.push_back(GateResult{std::string(name), GateStatus::kNotRun, "correctness did not pass",
+                               nlohmann::json::object()});
+    return out;
+  }
+  out.push_back(sanitizer_gate(built, options_));
+  const std::string why = "timing is not part of the mutation analysis (--with-benchmark runs it)";
+  out.push_back(skipped(evaluator::kGateBenchmark, why));
+  out.push_back(skipped(evaluator::kGateRoofline, why));
+  return out;
+}
+
+WorkerBackend::WorkerBackend(WorkerBackendOptions options) : options_(std::move(options)) {
+  evaluator::GpuRunRequest probe;
+  probe.mode = "probe";
+  probe.cases = nlohmann::json::array();
+  evaluator::GpuRunOptions po;
+  po.deadline = std::chrono::milliseconds(20000);
+  po.worker = options_.gpu_worker;
+  evaluator::GpuRunResult r;
+  try {
+    r = evaluator::run_gpu_worker(probe, po);
+  } catch (const evaluator::InfraError& e) {
+    r.status = GateStatus::kInfraError;
+    r.reason = e.what();
+  }
+  has_device_ = r.status == GateStatus::kPass;
+  if (has_device_ && r.result.is_object() && r.result.contains("device"))
+    device_name_ = r.result["device"].value("name", std::string("unknown device"));
+  if (!has_device_) no_device_reason_ = r.reason.empty() ? "probe failed" : r.reason;
+}
+
+evaluator::Evaluation WorkerBackend::evaluate(const evaluator::Candidate& candidate) {
+  evaluator::EvaluateOptions eo;
+  eo.build = options_.build;
+  if (!has_device_) {
+    evaluator::NoDeviceGates none("no usable CUDA device: " + no_device_reason_);
+    return evaluator::evaluate_candidate(candidate, eo, none);
+  }
+  if (options_.with_benchmark) { // GpuWorkerGates keeps per-run state: one instance per call
+    evaluator::GpuGatesOptions go;
+    go.public_seed = options_.public_seed;
+    go.deadline = options_.worker_deadline;
+    go.sanitizer_deadline = options_.sanitizer_deadline;
+    go.runner.worker = options_.gpu_worker;
+    go.bench_time_cap_s = 0.02;
+    go.pc_sampling = false;
+    evaluator::GpuWorkerGates gates(go);
+    return evaluator::evaluate_candidate(candidate, eo, gates);
+  }
+  CorrectnessSanitizerGates gates(options_);
+  return evaluator::evaluate_candidate(candidate, eo, gates);
+}
+
+evaluator::GpuRunResult WorkerBackend::run_cases(const evaluator::Candidate& candidate,
+                                                 const std::string& cubin,
+                                                 const std::vector<rmsnorm::CaseSpec>& cases) {
+  evaluator::GpuRunRequest req;
+  req.mode = "correctness";
+  req.cubin = cubin;
+  req.source = candidate.source;
+  req.manifest = nlohmann::json::parse(candidate.manifest_text, nullptr, false);
+  req.cases = nlohmann::json::array();
+  for (const rmsnorm::CaseSpec& s : cases)
+    req.cases.push_back(s.to_json());
+  req.options = {{"stop_at_first_failure", false}};
+  evaluator::GpuRunOptions ro;
+  ro.deadline = options_.worker_deadline;
+  ro.worker = options_.gpu_worker;
+  return evaluator::run_gpu_worker(req, ro);
+}
+
+} // namespace kloop::mutation

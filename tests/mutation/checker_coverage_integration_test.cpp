@@ -1,0 +1,66 @@
+// The CPU part of checker coverage through the real sandboxed NVRTC build and static gate: a
+// mutant that adds writable module-scope state is killed by the static gate, a mutant that does
+// not compile is killed at build, and (without a device) a mutant that builds cleanly is not-run.
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "mutation/worker_backend.h"
+
+namespace kloop::mutation {
+namespace {
+
+evaluator::Candidate load_baseline() {
+  auto loaded =
+      evaluator::load_candidate_dir(std::string(KLOOP_SOURCE_DIR) + "/kernels/rmsnorm/baseline");
+  if (!loaded.candidate) throw std::runtime_error(loaded.error);
+  return *loaded.candidate;
+}
+
+const MutantOutcome& by_id(const CoverageReport& r, const std::string& id) {
+  for (const auto& o : r.outcomes)
+    if (o.id == id) return o;
+  throw std::runtime_error("no outcome " + id);
+}
+
+TEST(CheckerCoverageIntegrationTest, StaticKillsModuleStateBuildKillsSyntaxErrors) {
+  const evaluator::Candidate base = load_baseline();
+  std::vector<Mutant> mutants =
+      select_mutants(base.source, {"module-scope-state", "eps-drop"}, 1, 0);
+  ASSERT_EQ(mutants.size(), 2u);
+  // A build-breaking mutant: the first entry point's call loses its closing parenthesis.
+  Mutant broken = mutants_of(base.source, "hardcode-width").back();
+  ASSERT_EQ(broken.edits.size(), 1u);
+  broken.id = "syntax-error#0";
+  broken.op = "syntax-error";
+  broken.edits[0].after.replace(broken.edits[0].after.rfind(");"), 2, ";");
+  broken.source = apply_edits(base.source, broken.edits);
+  mutants.push_back(broken);
+
+  WorkerBackendOptions bo;
+  bo.build.deadline = std::chrono::milliseconds(60000); // a loaded 2-core CI box
+  WorkerBackend backend(bo);
+  AnalysisOptions ao;
+  ao.jobs = 2;
+  const CoverageReport r = analyze(base, mutants, backend, ao);
+
+  const MutantOutcome& state = by_id(r, "module-scope-state#0");
+  EXPECT_EQ(state.status, MutantStatus::kKilled) << state.detail;
+  EXPECT_EQ(state.gate, "static") << state.detail;
+  const MutantOutcome& syntax = by_id(r, "syntax-error#0");
+  EXPECT_EQ(syntax.status, MutantStatus::kKilled) << syntax.detail;
+  EXPECT_EQ(syntax.gate, "build") << syntax.detail;
+  const MutantOutcome& eps = by_id(r, "eps-drop#0");
+  if (backend.has_device()) {
+    EXPECT_EQ(eps.status, MutantStatus::kKilled) << eps.detail;
+  } else {
+    EXPECT_EQ(eps.status, MutantStatus::kNotRun) << eps.detail;
+    EXPECT_NE(eps.detail.find("not_run"), std::string::npos) << eps.detail;
+    EXPECT_FALSE(r.complete());
+  }
+  EXPECT_EQ(r.cpu_killed(), 2);
+}
+
+} // namespace
+} // namespace kloop::mutation

@@ -1,0 +1,434 @@
+// `kloop export --torch`, the rollout file, the receipt's rollout rule and `kloop shadow` without
+// a GPU, on stores written through the Store API with a real manifest and kernel source.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "agent/shadow.h"
+#include "agent/torch_export.h"
+#include "evaluator/subprocess.h"
+#include "store/error.h"
+#include "store/receipt.h"
+#include "store/store.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace kloop;
+
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class TempDir {
+public:
+  TempDir() {
+    std::string t = (fs::temp_directory_path() / "kloop-export-test-XXXXXX").string();
+    if (!::mkdtemp(t.data())) throw std::runtime_error("mkdtemp");
+    path_ = t;
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+private:
+  fs::path path_;
+};
+
+// Non-default predicate values, so the generated _config.py cannot match by accident.
+const char* kManifest = R"({"contract":"weighted_rmsnorm/1",
+ "entry_points":{"float16":"rms_f16","bfloat16":"rms_bf16"},
+ "launch":{"block_threads":128,"rows_per_block":2,"grid":"per_rows",
+           "dynamic_smem":{"fixed_bytes":64,"bytes_per_h":4}},
+ "dispatch":{"h_min":256,"h_max":16384,"h_multiple_of":128,"x_rows":"contiguous",
+             "alignment_bytes":16},
+ "target":"sm_90","known_limits":"fp16/bf16, H multiple of 128"})";
+
+// Cubin-like bytes with NULs and high bytes: the export must copy them byte for byte.
+std::string fake_cubin() {
+  std::string b("\x7f"
+                "ELF\x02\x01\x01\x00",
+                8);
+  for (int i = 0; i < 300; ++i)
+    b.push_back(static_cast<char>((i * 37) & 0xff));
+  return b;
+}
+
+struct Session {
+  std::int64_t id = 0, candidate_id = 0;
+};
+
+Session write_session(store::Store& st, std::optional<store::Decision> decision) {
+  store::SessionRecord s{.operator_name = "weighted_rmsnorm",
+                         .contract_version = "1",
+                         .contract_sha256 = std::string(64, 'd'),
+                         .provider = "offline",
+                         .model = "builtin-v1",
+                         .budget = 1,
+                         .seed = 1,
+                         .kloop_version = "0.1.0",
+                         .kloop_commit = "test",
+                         .toolkit_version = "13.0",
+                         .device_arch = "sm_90"};
+  st.create_session(s);
+  auto step = st.begin_step();
+  store::IterationRecord it{.session_id = s.id, .index = 0, .wall_ms = 1};
+  step.add_iteration(it);
+  const std::string source =
+      read_file(fs::path(KLOOP_SOURCE_DIR) / "tests/evaluator/fixtures/good/kernel.cu");
+  store::CandidateRecord c{.iteration_id = it.id,
+                           .source_sha256 = step.put_blob(source),
+                           .manifest_sha256 = step.put_blob(kManifest),
+                           .verdict = decision == store::Decision::kPromoted
+                                          ? store::VerdictCode::kPass
+                                          : store::VerdictCode::kPendingDeviceValidation,
+                           .speedup = 1.5};
+  step.add_candidate(c);
+  store::ArtifactRecord a{.iteration_id = it.id,
+                          .candidate_id = c.id,
+                          .kind = store::ArtifactKind::kCubin,
+                          .name = "kernel.cubin"};
+  step.add_artifact(a, fake_cubin());
+  if (decision) {
+    store::PromotionRecord p{.session_id = s.id,
+                             .candidate_id = c.id,
+                             .decision = *decision,
+                             .reason = "test decision",
+                             .evidence = {{"dispatch", "test predicate"}, {"rollout", nullptr}}};
+    step.add_promotion(p);
+  }
+  step.commit();
+  st.finish_session(s.id, store::SessionStatus::kCompleted,
+                    decision == store::Decision::kPromoted ? store::VerdictCode::kPass
+                                                           : store::VerdictCode::kReject);
+  return {s.id, c.id};
+}
+
+agent::Rollout rollout() {
+  return {"KLOOP_RMSNORM_DISABLE; 1% canary", "replace the worker; torch reference",
+          "on driver change"};
+}
+
+bool has(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
+
+evaluator::ToolCall run(std::vector<std::string> argv) {
+  evaluator::SubprocessOptions o;
+  o.deadline = std::chrono::seconds(60);
+  o.env = {{"PATH", std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin"}, {"HOME", "/tmp"}};
+  return evaluator::run_subprocess(argv, o);
+}
+
+const std::string kKloop = std::string(KLOOP_BINARY_DIR) + "/bin/kloop";
+
+} // namespace
+
+TEST(RolloutFile, ValidFileParses) {
+  const auto r = agent::parse_rollout(rollout().to_json().dump());
+  ASSERT_TRUE(r.rollout) << r.error;
+  EXPECT_EQ(r.rollout->revalidation_policy, "on driver change");
+}
+
+TEST(RolloutFile, ErrorsNameTheField) {
+  json j = rollout().to_json();
+  j["canary_percent"] = "5";
+  auto r = agent::parse_rollout(j.dump());
+  EXPECT_FALSE(r.rollout);
+  EXPECT_TRUE(has(r.error, "unknown field `canary_percent`")) << r.error;
+
+  j = rollout().to_json();
+  j.erase("revalidation_policy");
+  r = agent::parse_rollout(j.dump());
+  EXPECT_TRUE(has(r.error, "missing field `revalidation_policy`")) << r.error;
+
+  j = rollout().to_json();
+  j["feature_flag_and_scope"] = "  ";
+  r = agent::parse_rollout(j.dump());
+  EXPECT_TRUE(has(r.error, "`feature_flag_and_scope` is empty")) << r.error;
+
+  j = rollout().to_json();
+  j["healthy_worker_recovery_and_reference_target"] = 3;
+  r = agent::parse_rollout(j.dump());
+  EXPECT_TRUE(has(r.error, "`healthy_worker_recovery_and_reference_target` must be a string"))
+      << r.error;
+
+  EXPECT_TRUE(has(agent::parse_rollout("[1]").error, "JSON object"));
+  EXPECT_TRUE(has(agent::parse_rollout("{").error, "not valid JSON"));
+}
+
+TEST(TorchExport, PromotedSessionWritesPackageWithManifestValuesAndIdenticalCubin) {
+  TempDir t;
+  auto st = store::Store::open((t.path() / "store").string());
+  const auto s = write_session(st, store::Decision::kPromoted);
+  agent::TorchExportOptions o;
+  o.rollout = rollout();
+  const auto r = agent::export_torch_package(st, s.id, t.path() / "out", o);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_TRUE(r.promoted);
+  EXPECT_EQ(r.candidate_id, s.candidate_id);
+  const fs::path pkg = t.path() / "out" / "kloop_rmsnorm";
+  for (const char* f :
+       {"__init__.py", "_config.py", "_dispatch.py", "_launch.py", "_reference.py", "shadow.py",
+        "kernel.cubin", "manifest.json", "receipt.json", "export.json", "README.md"})
+    EXPECT_TRUE(fs::exists(pkg / f)) << f;
+  EXPECT_EQ(read_file(pkg / "kernel.cubin"), fake_cubin());
+  EXPECT_EQ(read_file(pkg / "manifest.json"), kManifest);
+
+  const std::string config = read_file(pkg / "_config.py");
+  for (const char* line :
+       {"PROMOTED = True", "H_MIN = 256", "H_MAX = 16384", "H_MULTIPLE_OF = 128",
+        "X_ROWS = \"contiguous\"", "ALIGNMENT_BYTES = 16", "BLOCK_THREADS = 128",
+        "ROWS_PER_BLOCK = 2", "SMEM_FIXED_BYTES = 64", "SMEM_BYTES_PER_H = 4", "TARGET = \"sm_90\"",
+        "ENTRY_POINTS = {\"bfloat16\":\"rms_bf16\",\"float16\":\"rms_f16\"}",
+        "GRID = \"per_rows\""})
+    EXPECT_TRUE(has(config, line)) << line << "\n" << config;
+  EXPECT_FALSE(has(config, "float32\":\"rms_f32")) << "float32 has no entry point";
+  EXPECT_TRUE(has(config, "\"float16\":{\"atol\":1e-05,\"row_floor\":0.01,\"row_rtol\":0.002,"
+                          "\"rtol\":0.002}"))
+      << config;
+  EXPECT_TRUE(
+      has(read_file(pkg / "__init__.py"), "torch.library.custom_op(\"kloop::weighted_rmsnorm\""));
+  EXPECT_TRUE(has(read_file(pkg / "__init__.py"), "KLOOP_RMSNORM_DISABLE"));
+  EXPECT_TRUE(has(read_file(pkg / "_launch.py"), "cuLaunchKernel"));
+  EXPECT_FALSE(has(read_file(pkg / "_launch.py"), "import ctypes"));
+
+  const json receipt = json::parse(read_file(pkg / "receipt.json"));
+  EXPECT_EQ(receipt["payload"]["rollout"], rollout().to_json());
+  EXPECT_EQ(receipt["payload"]["status"], "promoted");
+  EXPECT_TRUE(receipt["approval"]["signature"].is_null());
+  const json exp = json::parse(read_file(pkg / "export.json"));
+  EXPECT_EQ(exp["cubin_sha256"], receipt["payload"]["loaded_artifact_sha256"]);
+  EXPECT_TRUE(exp["promoted"].get<bool>());
+  EXPECT_FALSE(exp.contains("warning"));
+
+  // The rollout is in the store: the receipt rebuilt from the store carries it.
+  ASSERT_TRUE(r.rollout_recorded);
+  const auto d = st.load_session(s.id);
+  ASSERT_TRUE(d.promotion);
+  EXPECT_EQ(d.promotion->decision, store::Decision::kPromoted);
+  EXPECT_EQ(d.promotion->evidence["rollout"], rollout().to_json());
+  EXPECT_EQ(store::build_receipt_payload(d, store::receipt_manifest(st, d), std::nullopt,
+                                         std::nullopt)["rollout"],
+            rollout().to_json());
+}
+
+TEST(TorchExport, RefusesUnpromotedSessionUnlessAllowedAndThenSaysSo) {
+  TempDir t;
+  auto st = store::Store::open((t.path() / "store").string());
+  const auto s = write_session(st, store::Decision::kPendingDeviceValidation);
+  const auto refused = agent::export_torch_package(st, s.id, t.path() / "out", {});
+  EXPECT_FALSE(refused.ok);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_TRUE(has(refused.error, "not promoted")) << refused.error;
+  EXPECT_TRUE(has(refused.error, "--allow-unpromoted")) << refused.error;
+  EXPECT_FALSE(fs::exists(t.path() / "out" / "kloop_rmsnorm"));
+
+  agent::TorchExportOptions o;
+  o.allow_unpromoted = true;
+  const auto r = agent::export_torch_package(st, s.id, t.path() / "out", o);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_FALSE(r.promoted);
+  const fs::path pkg = t.path() / "out" / "kloop_rmsnorm";
+  EXPECT_TRUE(has(read_file(pkg / "_config.py"), "PROMOTED = False"));
+  EXPECT_TRUE(has(read_file(pkg / "__init__.py"), "was NOT promoted"));
+  EXPECT_TRUE(has(read_file(pkg / "README.md"), "NOT PROMOTED"));
+  const json exp = json::parse(read_file(pkg / "export.json"));
+  EXPECT_FALSE(exp["promoted"].get<bool>());
+  EXPECT_TRUE(has(exp["warning"].get<std::string>(), "NOT PROMOTED")) << exp.dump();
+}
+
+TEST(ReceiptRollout, SigningRefusesEmptyRolloutAndNotOnceExportRecordedIt) {
+  TempDir t;
+  auto st = store::Store::open((t.path() / "store").string());
+  const auto s = write_session(st, store::Decision::kPromoted);
+  const auto key = store::generate_keypair();
+  try {
+    store::sign_session_receipt(st, s.id, key, "alice");
+    FAIL() << "signed a receipt with an empty rollout section";
+  } catch (const store::StoreError& e) {
+    EXPECT_TRUE(has(e.what(), "rollout section is empty")) << e.what();
+    EXPECT_TRUE(has(e.what(), "rollout.revalidation_policy")) << e.what();
+  }
+  agent::TorchExportOptions o;
+  o.rollout = rollout();
+  ASSERT_TRUE(agent::export_torch_package(st, s.id, t.path() / "out", o).ok);
+  // This fake session lacks device evidence, so signing still fails, but on the null fields.
+  try {
+    store::sign_session_receipt(st, s.id, key, "alice");
+    FAIL() << "signed a receipt with null fields";
+  } catch (const store::StoreError& e) {
+    EXPECT_FALSE(has(e.what(), "rollout")) << e.what();
+    EXPECT_TRUE(has(e.what(), "block signing")) << e.what();
+  }
+  json payload = json::parse(read_file(t.path() / "out/kloop_rmsnorm/receipt.json"))["payload"];
+  payload["rollout"]["feature_flag_and_scope"] = "";
+  EXPECT_EQ(store::empty_rollout_fields(payload),
+            std::vector<std::string>{"rollout.feature_flag_and_scope"});
+}
+
+TEST(TorchExport, EveryGeneratedPythonFileCompiles) {
+  const std::string python = agent::find_on_path("python3");
+  if (python.empty()) GTEST_SKIP() << "python3 is not installed (scripts/bootstrap.sh adds it)";
+  TempDir t;
+  auto st = store::Store::open((t.path() / "store").string());
+  const auto s = write_session(st, store::Decision::kPromoted);
+  const auto r = agent::export_torch_package(st, s.id, t.path() / "out", {});
+  ASSERT_TRUE(r.ok) << r.error;
+  int compiled = 0;
+  for (const auto& f : r.files) {
+    if (!f.ends_with(".py")) continue;
+    const auto call = run({python, "-m", "py_compile", (r.package_dir / f).string()});
+    EXPECT_EQ(call.exit_code, 0) << f << ": " << call.stderr_text;
+    ++compiled;
+  }
+  EXPECT_EQ(compiled, 6);
+  // The device scripts too, with the bytecode written to the temp dir, not the source tree.
+  for (const char* script : {"make_activations.py", "test_export.py"}) {
+    const auto call = run({python, "-c",
+                           "import py_compile, sys; py_compile.compile(sys.argv[1], "
+                           "cfile=sys.argv[2], doraise=True)",
+                           std::string(KLOOP_SOURCE_DIR) + "/tests/torch/" + script,
+                           (t.path() / (std::string(script) + "c")).string()});
+    EXPECT_EQ(call.exit_code, 0) << script << ": " << call.stderr_text;
+  }
+}
+
+TEST(Shadow, WithoutTorchOrGpuEndsNotRunAndRecordsTheReason) {
+  TempDir t;
+  auto st = store::Store::open((t.path() / "store").string());
+  const auto s = write_session(st, store::Decision::kPromoted);
+  fs::create_directories(t.path() / "inputs");
+  agent::ShadowOptions o;
+  o.inputs = t.path() / "inputs";
+  o.python = "/bin/false"; // a python3 that cannot run anything: no report
+  const auto r = agent::run_shadow(st, s.id, o);
+  EXPECT_EQ(r.status, "not_run");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_TRUE(has(r.reason, "without a report")) << r.reason;
+  const auto d = st.load_session(s.id);
+  const auto* c = d.find_candidate(s.candidate_id);
+  ASSERT_NE(c, nullptr);
+  const auto* tel = c->telemetry_of("shadow");
+  ASSERT_NE(tel, nullptr) << "the not_run shadow is recorded on the candidate";
+  EXPECT_EQ(tel->data["status"], "not_run");
+  EXPECT_EQ(tel->data["reason"], r.reason);
+
+  // A python3 without torch/numpy (this CPU machine's, when it has none) names the missing module.
+  const std::string python = agent::find_on_path("python3");
+  if (!python.empty() && run({python, "-c", "import numpy, torch"}).exit_code != 0) {
+    o.python = python;
+    const auto no_torch = agent::run_shadow(st, s.id, o);
+    EXPECT_EQ(no_torch.status, "not_run");
+    EXPECT_EQ(no_torch.exit_code, 3);
+    EXPECT_TRUE(has(no_torch.reason, "lacks the Python module")) << no_torch.reason;
+  }
+
+  o.inputs = t.path() / "missing";
+  const auto bad = agent::run_shadow(st, s.id, o);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(has(bad.reason, "not a directory")) << bad.reason;
+}
+
+TEST(Shadow, RecordsTheModuleReportAsBlobAndTelemetryAndFailsOnDivergence) {
+  TempDir t;
+  auto st = store::Store::open((t.path() / "store").string());
+  const auto s = write_session(st, store::Decision::kPromoted);
+  fs::create_directories(t.path() / "inputs");
+  // Stands in for python3 on the GPU machine: checks how it is called, prints a report.
+  const json report = {{"status", "fail"},
+                       {"reason", "1 file(s) beyond the contract tolerance: [a.safetensors]"},
+                       {"device", "NVIDIA H200"},
+                       {"specialisations", 2},
+                       {"specialisation_keys", {"float16/candidate", "float32/reference"}},
+                       {"files",
+                        {{{"file", "a.safetensors"},
+                          {"dtype", "float16"},
+                          {"shape", {4, 4096}},
+                          {"route", "candidate"},
+                          {"max_abs_error", 0.5},
+                          {"max_rel_error", 0.1},
+                          {"row_failures", 3},
+                          {"non_finite_mismatches", 1},
+                          {"pass", false},
+                          {"device_memory", {{"peak_over_before", 1048576}}}}}}};
+  const fs::path fake = t.path() / "fake-python";
+  std::ofstream(fake) << "#!/bin/sh\n"
+                         "[ \"$1 $2 $3\" = \"-m kloop_rmsnorm.shadow --inputs\" ] || exit 9\n"
+                         "[ -f \"$PYTHONPATH/kloop_rmsnorm/kernel.cubin\" ] || exit 8\n"
+                         "echo 'warming up'\necho '"
+                      << report.dump() << "'\nexit 1\n";
+  fs::permissions(fake, fs::perms::owner_all);
+  agent::ShadowOptions o;
+  o.inputs = t.path() / "inputs";
+  o.python = fake.string();
+  const auto r = agent::run_shadow(st, s.id, o);
+  EXPECT_EQ(r.status, "fail") << r.reason;
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.report, report);
+  ASSERT_FALSE(r.report_sha256.empty());
+  EXPECT_EQ(json::parse(st.blob(r.report_sha256)), report);
+  const auto d = st.load_session(s.id);
+  const auto* tel = d.find_candidate(s.candidate_id)->telemetry_of("shadow");
+  ASSERT_NE(tel, nullptr);
+  EXPECT_EQ(tel->data["report_sha256"], r.report_sha256);
+  EXPECT_EQ(tel->data["specialisations"], 2);
+  const std::string table = agent::format_shadow_table(r);
+  EXPECT_TRUE(has(table, "a.safetensors")) << table;
+  EXPECT_TRUE(has(table, "FAIL")) << table;
+  EXPECT_TRUE(has(table, "2 specialisation(s)")) << table;
+}
+
+TEST(Shadow, RefusesUnpromotedSessionUnlessAllowed) {
+  TempDir t;
+  auto st = store::Store::open((t.path() / "store").string());
+  const auto s = write_session(st, store::Decision::kRejected);
+  fs::create_directories(t.path() / "inputs");
+  agent::ShadowOptions o;
+  o.inputs = t.path() / "inputs";
+  o.python = "/bin/false";
+  const auto r = agent::run_shadow(st, s.id, o);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(has(r.reason, "--allow-unpromoted")) << r.reason;
+  o.allow_unpromoted = true;
+  EXPECT_EQ(agent::run_shadow(st, s.id, o).status, "not_run");
+}
+
+TEST(ExportCli, BadRolloutFileExitsTwoNamingTheFieldAndUnpromotedExitsOne) {
+  TempDir t;
+  std::int64_t promoted = 0, pending = 0;
+  {
+    auto st = store::Store::open((t.path() / "store").string());
+    promoted = write_session(st, store::Decision::kPromoted).id;
+    pending = write_session(st, store::Decision::kPendingDeviceValidation).id;
+  }
+  json bad = rollout().to_json();
+  bad["owner"] = "x";
+  std::ofstream(t.path() / "bad.json") << bad.dump();
+  std::ofstream(t.path() / "good.json") << rollout().to_json().dump();
+  const std::string store_dir = (t.path() / "store").string();
+  auto r = run({kKloop, "export", std::to_string(promoted), "--torch", (t.path() / "o").string(),
+                "--store", store_dir, "--rollout", (t.path() / "bad.json").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
+  EXPECT_TRUE(has(r.stderr_text, "unknown field `owner`")) << r.stderr_text;
+
+  r = run({kKloop, "export", std::to_string(pending), "--torch", (t.path() / "o").string(),
+           "--store", store_dir});
+  EXPECT_EQ(r.exit_code, 1) << r.stderr_text;
+  EXPECT_TRUE(has(r.stderr_text, "not promoted")) << r.stderr_text;
+
+  r = run({kKloop, "export", std::to_string(promoted), "--torch", (t.path() / "o").string(),
+           "--store", store_dir, "--rollout", (t.path() / "good.json").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_TRUE(has(r.stdout_text, "rollout recorded in the store")) << r.stdout_text;
+  EXPECT_EQ(json::parse(read_file(t.path() / "o/kloop_rmsnorm/receipt.json"))["payload"]["rollout"],
+            rollout().to_json());
+}
