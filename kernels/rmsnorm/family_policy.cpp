@@ -68,15 +68,29 @@ void walk(const json& node, ReportDigest& d, int depth) {
   if (!node.is_object()) return;
   if (auto it = node.find("shape_class"); it != node.end() && it->is_string()) {
     const std::string cls = lower(it->get<std::string>());
-    if (auto f = number_at(node, {"fraction_of_copy_ceiling", "copy_ceiling_fraction",
-                                  "achieved_fraction", "fraction"})) {
-      auto [pos, inserted] = d.class_fraction.emplace(cls, *f);
-      if (!inserted) pos->second = std::min(pos->second, *f);
+    auto fraction = [&](double f) {
+      auto [pos, inserted] = d.class_fraction.emplace(cls, f);
+      if (!inserted) pos->second = std::min(pos->second, f);
       d.has_benchmark = true;
-    }
-    if (auto s = number_at(node, {"speedup", "speedup_vs_baseline", "speed_up"})) {
-      d.min_speedup = d.has_benchmark && d.min_speedup > 0 ? std::min(d.min_speedup, *s) : *s;
+    };
+    auto speedup = [&](double s) {
+      d.min_speedup = d.min_speedup > 0 ? std::min(d.min_speedup, s) : s;
       d.has_benchmark = true;
+    };
+    const std::initializer_list<const char*> kFractionKeys = {
+        "fraction_of_ceiling", "fraction_of_copy_ceiling", "copy_ceiling_fraction",
+        "achieved_fraction", "fraction"};
+    if (auto f = number_at(node, kFractionKeys)) fraction(*f);
+    if (auto s = number_at(node, {"speedup", "speedup_vs_baseline", "speed_up"})) speedup(*s);
+    // The gates' own layout: per cache state, the roofline's fraction of the copy ceiling and the
+    // benchmark's paired time ratio candidate/baseline (speed-up = 1 / ratio).
+    if (auto st = node.find("states"); st != node.end() && st->is_array()) {
+      for (const auto& state : *st) {
+        if (!state.is_object()) continue;
+        if (auto f = number_at(state, kFractionKeys)) fraction(*f);
+        if (auto vb = state.find("vs_baseline"); vb != state.end() && vb->is_object())
+          if (auto r = number_at(*vb, {"ratio"}); r && *r > 0) speedup(1.0 / *r);
+      }
     }
   }
   for (auto it = node.begin(); it != node.end(); ++it) {

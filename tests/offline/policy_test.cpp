@@ -1,5 +1,8 @@
 // Unit tests of the offline policy: it reacts to fixture reports as docs/OFFLINE.md documents and
 // is deterministic for a seed.
+#include <fstream>
+#include <string>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -135,6 +138,36 @@ TEST(OfflinePolicy, SlowerThanBaselineTunesTheRunTimeVariantInPlace) {
   const json fast = bench_report({{{"shape_class", "odd"}, {"speedup", 3.0}}});
   const PolicyDecision d = q.next(&fast);
   EXPECT_NE(d.rules.front().rfind("tune:", 0), 0u) << d.rules.front();
+}
+
+// A real public report (H200, 2026-11-29: the flagship's benchmark and roofline evidence, sample
+// batches stripped): the digest must read the gates' own layout, per-state paired ratios and
+// fractions of the copy ceiling. Before this was read, no class or speed-up rule ever fired on
+// real reports and the policy only explored at random.
+TEST(OfflinePolicy, DigestReadsTheGatesOwnEvidenceLayout) {
+  std::ifstream in(std::string(KLOOP_SOURCE_DIR) +
+                   "/tests/offline/fixtures/h200_flagship_report.json");
+  ASSERT_TRUE(in.good());
+  const json report = json::parse(in);
+  const ReportDigest d = digest_report(report);
+  EXPECT_TRUE(d.has_benchmark);
+  EXPECT_EQ(d.verdict, "pass");
+  EXPECT_GT(d.min_speedup, 0.5);
+  EXPECT_LT(d.min_speedup, 1.0); // slower than the baseline on some shape-states
+  for (const char* cls : {"launch_bound", "streaming", "odd", "narrow", "wide"}) {
+    ASSERT_TRUE(d.class_fraction.count(cls)) << cls;
+    EXPECT_GT(d.class_fraction.at(cls), 0.0) << cls;
+    EXPECT_LT(d.class_fraction.at(cls), 1.2) << cls;
+  }
+  EXPECT_LT(d.class_fraction.at("launch_bound"), d.class_fraction.at("streaming"));
+  // After the flagship, this report makes the policy tune the flagship in place.
+  OfflinePolicy p(1);
+  p.next(nullptr);
+  const json ok = pending_report();
+  ASSERT_EQ(variant_name(p.next(&ok).variant), "v16-tauto-b512-c4-shfl-pers-peel");
+  const PolicyDecision next = p.next(&report);
+  EXPECT_EQ(next.rules, std::vector<std::string>{"tune:smaller_blocks"});
+  EXPECT_EQ(variant_name(next.variant), "v16-tauto-b256-c4-shfl-pers-peel");
 }
 
 TEST(OfflinePolicy, DigestReadsEvidenceAndToleratesOddShapes) {
