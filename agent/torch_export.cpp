@@ -2,6 +2,7 @@
 #include "agent/torch_export.h"
 
 #include <fstream>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/core.h>
@@ -84,9 +85,21 @@ json Rollout::to_json() const {
 }
 
 RolloutParse parse_rollout(std::string_view text) {
-  const json j = json::parse(text, nullptr, false);
+  // A key given twice would be read last-wins by the parser while a reviewer reads the first:
+  // refuse it (RFC 8259 leaves duplicate names undefined).
+  std::set<std::string> seen;
+  std::string duplicate;
+  const json::parser_callback_t on_key = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1 && parsed.is_string() &&
+        !seen.insert(parsed.get<std::string>()).second && duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  const json j = json::parse(text, on_key, false);
   auto fail = [](std::string m) { return RolloutParse{std::nullopt, "rollout file: " + m}; };
   if (j.is_discarded()) return fail("not valid JSON; write one object with the three fields");
+  if (!duplicate.empty())
+    return fail(fmt::format("field `{}` appears more than once; give each field once", duplicate));
   if (!j.is_object())
     return fail(fmt::format("expected a JSON object with {}, {} and {}; got {}", kRolloutKeys[0],
                             kRolloutKeys[1], kRolloutKeys[2], j.type_name()));
@@ -166,9 +179,10 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
     r.exit_code = 1;
     r.error = r.promoted || options.allow_unpromoted
                   ? fmt::format("session {} has no candidate with a cubin to export", session_id)
-                  : fmt::format("session {} is not promoted ({}); kloop export writes only "
-                                "promoted candidates; pass --allow-unpromoted to export its frozen "
-                                "candidate for review (the package then says it is unpromoted)",
+                  : fmt::format("session {} is not promoted ({}); only promoted candidates "
+                                "are exported or shadowed; pass --allow-unpromoted to use its "
+                                "frozen candidate for review (the package then says it is "
+                                "unpromoted)",
                                 session_id, status);
     return r;
   }
@@ -226,6 +240,21 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
                                  session_id, status);
 
   r.package_dir = dir / "kloop_rmsnorm";
+  std::error_code fec;
+  if (std::filesystem::exists(dir, fec) && !std::filesystem::is_directory(dir, fec)) {
+    r.error = fmt::format("--torch {} is not a folder; give a folder to write the package into",
+                          dir.string());
+    r.exit_code = 2;
+    return r;
+  }
+  if (std::filesystem::exists(r.package_dir, fec) &&
+      !std::filesystem::is_empty(r.package_dir, fec)) {
+    r.error = fmt::format("{} already holds files (an earlier export?); remove it or choose "
+                          "another --torch folder, so no stale file mixes into the package",
+                          r.package_dir.string());
+    r.exit_code = 2;
+    return r;
+  }
   std::filesystem::create_directories(r.package_dir);
   auto put = [&](const std::string& name, std::string_view bytes) {
     write_file(r.package_dir / name, bytes);

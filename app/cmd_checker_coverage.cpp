@@ -6,6 +6,8 @@
 // operator, unreadable or mismatched record), 3 could not finish (no device: mutants not run;
 // infrastructure fault).
 #include <cstdio>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -60,6 +62,9 @@ int run_coverage(const CoverageArgs& a) {
   }
   if (a.op != "rmsnorm") return usage("unknown operator '" + a.op + "'; available: rmsnorm");
   const std::vector<std::string> ops = split_csv(a.operators);
+  if (!a.operators.empty() && ops.empty())
+    return usage("--operators '" + a.operators +
+                 "' names no operator; leave it out for all, or --list-operators prints the names");
   for (const std::string& o : ops)
     if (!mutation::is_operator(o))
       return usage("unknown mutation operator '" + o +
@@ -70,6 +75,27 @@ int run_coverage(const CoverageArgs& a) {
   if (a.jobs < 1 || a.jobs > 64) return usage("--jobs must be in [1, 64]");
   if (!(a.worker_timeout_s > 0 && a.worker_timeout_s <= 3600))
     return usage("--worker-timeout must be in (0, 3600] seconds");
+  // Everything that can be refused is refused before the (long) analysis runs.
+  std::error_code ec;
+  if (!a.record.empty() && !a.check_record.empty() &&
+      (a.record == a.check_record || std::filesystem::equivalent(a.record, a.check_record, ec)))
+    return usage("--record and --check-record name the same file (" + a.record +
+                 "); writing the new record would replace the one it is checked against");
+  if (!a.record.empty()) {
+    const std::filesystem::path parent = std::filesystem::absolute(a.record, ec).parent_path();
+    if (std::filesystem::is_directory(a.record, ec) || !std::filesystem::is_directory(parent, ec) ||
+        ::access(parent.c_str(), W_OK) != 0)
+      return usage("cannot write --record " + a.record +
+                   ": give a file path in an existing, writable folder");
+  }
+  std::optional<store::Store> st;
+  if (!a.store_dir.empty()) {
+    try {
+      st.emplace(store::Store::open(a.store_dir));
+    } catch (const std::exception& e) {
+      return usage(fmt::format("--store {}: {}", a.store_dir, e.what()));
+    }
+  }
   std::optional<mutation::CoverageRecord> recorded;
   if (!a.check_record.empty()) {
     std::ifstream in(a.check_record);
@@ -125,10 +151,9 @@ int run_coverage(const CoverageArgs& a) {
     std::printf("%s\n", report.to_json().dump(2).c_str());
   else
     std::printf("%s", report.table().c_str());
-  if (!a.store_dir.empty()) {
-    store::Store st = store::Store::open(a.store_dir);
+  if (st) {
     const std::int64_t id =
-        mutation::store_report(st, report, {KLOOP_VERSION, KLOOP_GIT_COMMIT, a.seed});
+        mutation::store_report(*st, report, {KLOOP_VERSION, KLOOP_GIT_COMMIT, a.seed});
     std::fprintf(stderr, "checker-coverage: stored as session %lld in %s\n",
                  static_cast<long long>(id), a.store_dir.c_str());
   }
@@ -150,8 +175,14 @@ int run_coverage(const CoverageArgs& a) {
                    why.c_str(), a.check_record.c_str());
       return kExitRejected;
     }
-    std::fprintf(stderr, "checker-coverage: not weaker than the record %s\n",
-                 a.check_record.c_str());
+    if (report.complete())
+      std::fprintf(stderr, "checker-coverage: not weaker than the record %s\n",
+                   a.check_record.c_str());
+    else
+      std::fprintf(stderr,
+                   "checker-coverage: NOT compared with the record %s: the run is incomplete "
+                   "(mutants not run), so it has no score to compare\n",
+                   a.check_record.c_str());
   }
   return report.complete() ? kExitOk : kExitCouldNotFinish;
 }

@@ -3,6 +3,7 @@
 // agent/shadow.h). Exit codes: 0 written / shadow pass; 1 refused (not promoted) / shadow
 // divergence; 2 bad input (rollout file, inputs folder); 3 could not finish (shadow not run).
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -25,6 +26,16 @@ struct ExportOpts {
   int timeout_s = 600;
 };
 
+// export and shadow read a session: a mistyped --store must not create an empty store.
+bool require_store(const std::string& dir, const char* cmd) {
+  if (std::filesystem::exists(std::filesystem::path(dir) / "kloop.db")) return true;
+  std::fprintf(stderr,
+               "kloop %s: no store at %s (kloop.db missing); pass --store DIR of an existing "
+               "store (default $KLOOP_STORE or ./kloop-store)\n",
+               cmd, dir.c_str());
+  return false;
+}
+
 int cmd_export(const ExportOpts& o) {
   agent::TorchExportOptions eo;
   eo.allow_unpromoted = o.allow_unpromoted;
@@ -45,6 +56,7 @@ int cmd_export(const ExportOpts& o) {
     }
     eo.rollout = std::move(parsed.rollout);
   }
+  if (!require_store(o.dir, "export")) return kExitUsage;
   store::Store st = store::Store::open(o.dir);
   const auto r = agent::export_torch_package(st, o.id, o.torch_dir, eo);
   if (!r.ok) {
@@ -73,6 +85,7 @@ int cmd_export(const ExportOpts& o) {
 }
 
 int cmd_shadow(const ExportOpts& o) {
+  if (!require_store(o.dir, "shadow")) return kExitUsage;
   store::Store st = store::Store::open(o.dir);
   agent::ShadowOptions so;
   so.inputs = o.inputs;

@@ -2,6 +2,7 @@
 // `receipt sign`, `receipt verify`. All take --store DIR (default $KLOOP_STORE or ./kloop-store).
 // Store errors propagate as exceptions; main() prints them and exits 3.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -243,6 +244,14 @@ void register_store_commands(CLI::App& app, int& exit_code) {
   sign->add_option("--out", o->out, "Write the receipt here (default stdout)");
   sign->callback([o, ec] {
     const auto kp = store::read_secret_key(o->key);
+    if (!std::filesystem::exists(std::filesystem::path(o->dir) / "kloop.db")) {
+      std::fprintf(stderr,
+                   "kloop receipt sign: no store at %s (kloop.db missing); pass --store "
+                   "DIR of an existing store\n",
+                   o->dir.c_str());
+      *ec = kExitUsage;
+      return;
+    }
     Store st = Store::open(o->dir);
     nlohmann::json r;
     try {

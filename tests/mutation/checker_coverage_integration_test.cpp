@@ -1,11 +1,15 @@
 // The CPU part of checker coverage through the real sandboxed NVRTC build and static gate: a
 // mutant that adds writable module-scope state is killed by the static gate, a mutant that does
 // not compile is killed at build, and (without a device) a mutant that builds cleanly is not-run.
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <gtest/gtest.h>
 
+#include "evaluator/subprocess.h"
 #include "mutation/worker_backend.h"
 
 namespace kloop::mutation {
@@ -60,6 +64,39 @@ TEST(CheckerCoverageIntegrationTest, StaticKillsModuleStateBuildKillsSyntaxError
     EXPECT_FALSE(r.complete());
   }
   EXPECT_EQ(r.cpu_killed(), 2);
+}
+
+// Flags that can be refused are refused before any mutant runs (a full run takes minutes on the
+// GPU): an empty operator list, --record and --check-record on one file (the new record would
+// replace the one it is checked against), a record path in a missing folder.
+TEST(CheckerCoverageCli, BadFlagsAreRefusedBeforeTheAnalysisAndLoseNoRecord) {
+  const std::string kloop = std::string(KLOOP_BINARY_DIR) + "/bin/kloop";
+  const std::string dir = ::testing::TempDir() + "kloop-cc-cli-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string rec = dir + "/record.json";
+  const std::string original = R"({"score": 0.9, "mutants": 1})";
+  std::ofstream(rec) << original;
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {kloop, "checker-coverage", "rmsnorm"});
+    evaluator::SubprocessOptions so;
+    so.deadline = std::chrono::milliseconds(30000);
+    return evaluator::run_subprocess(args, so);
+  };
+  auto r = run({"--operators", ",,"});
+  EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("names no operator"), std::string::npos) << r.stderr_text;
+  r = run({"--record", rec, "--check-record", rec});
+  EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("same file"), std::string::npos) << r.stderr_text;
+  std::ifstream in(rec);
+  std::stringstream kept;
+  kept << in.rdbuf();
+  EXPECT_EQ(kept.str(), original);
+  r = run({"--record", dir + "/missing/record.json"});
+  EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("cannot write --record"), std::string::npos) << r.stderr_text;
+  EXPECT_EQ(r.stderr_text.find("mutants of"), std::string::npos) << "the analysis started";
+  std::filesystem::remove_all(dir);
 }
 
 } // namespace

@@ -161,6 +161,14 @@ TEST(RolloutFile, ErrorsNameTheField) {
   EXPECT_TRUE(has(r.error, "`healthy_worker_recovery_and_reference_target` must be a string"))
       << r.error;
 
+  // A field given twice would be read last-wins; a reviewer reading the file sees the first.
+  const std::string twice = R"({"feature_flag_and_scope": "canary 1%",
+    "healthy_worker_recovery_and_reference_target": "drain and replace",
+    "revalidation_policy": "monthly", "feature_flag_and_scope": "everything"})";
+  r = agent::parse_rollout(twice);
+  EXPECT_FALSE(r.rollout);
+  EXPECT_TRUE(has(r.error, "`feature_flag_and_scope` appears more than once")) << r.error;
+
   EXPECT_TRUE(has(agent::parse_rollout("[1]").error, "JSON object"));
   EXPECT_TRUE(has(agent::parse_rollout("{").error, "not valid JSON"));
 }
@@ -431,4 +439,23 @@ TEST(ExportCli, BadRolloutFileExitsTwoNamingTheFieldAndUnpromotedExitsOne) {
   EXPECT_TRUE(has(r.stdout_text, "rollout recorded in the store")) << r.stdout_text;
   EXPECT_EQ(json::parse(read_file(t.path() / "o/kloop_rmsnorm/receipt.json"))["payload"]["rollout"],
             rollout().to_json());
+
+  // A second export into the same folder would mix with the first: refused, files untouched.
+  std::ofstream(t.path() / "o/kloop_rmsnorm/mine.txt") << "user notes";
+  r = run({kKloop, "export", std::to_string(promoted), "--torch", (t.path() / "o").string(),
+           "--store", store_dir});
+  EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
+  EXPECT_TRUE(has(r.stderr_text, "already holds files")) << r.stderr_text;
+  EXPECT_EQ(read_file(t.path() / "o/kloop_rmsnorm/mine.txt"), "user notes");
+  // --torch naming a file, and a store that does not exist (not created).
+  std::ofstream(t.path() / "file.txt") << "x";
+  r = run({kKloop, "export", std::to_string(promoted), "--torch", (t.path() / "file.txt").string(),
+           "--store", store_dir});
+  EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
+  EXPECT_TRUE(has(r.stderr_text, "is not a folder")) << r.stderr_text;
+  r = run({kKloop, "export", std::to_string(promoted), "--torch", (t.path() / "o2").string(),
+           "--store", (t.path() / "typo").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
+  EXPECT_TRUE(has(r.stderr_text, "no store at")) << r.stderr_text;
+  EXPECT_FALSE(fs::exists(t.path() / "typo"));
 }
