@@ -139,49 +139,6 @@ std::string read_text(const fs::path& path) {
   return in ? std::string((std::istreambuf_iterator<char>(in)), {}) : std::string();
 }
 
-GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
-                          std::map<std::string, std::string>* reports,
-                          std::vector<ToolCall>* calls) {
-  RequestDir dir;
-  dir.write("kernel.cubin", built.cubin);
-  dir.write("kernel.cu", built.candidate.source);
-  dir.write("request.json", base_request(built, "sanitize").dump());
-  sanitizer::GateConfig config;
-  config.sanitizer_path = find_sanitizer();
-  const std::string worker =
-      o.runner.worker.empty() ? worker_path("kloop-gpu-worker") : o.runner.worker;
-  config.worker_argv = {worker, dir.path.string()};
-  config.work_dir = dir.path.string();
-  config.worker_result_path = (dir.path / "result.json").string();
-  config.deadline_per_tool = o.sanitizer_deadline;
-  config.env = {{"PATH", "/usr/local/cuda/bin:/usr/bin:/bin"},
-                {"HOME", dir.path.string()},
-                {"TMPDIR", dir.path.string()}};
-  // No network for the sanitized worker either: unshare -n wraps compute-sanitizer.
-  const bool isolate = o.runner.isolate_network && network_isolation_available();
-  const fs::path result_path = dir.path / "result.json";
-  auto runner = [isolate, calls, result_path](const std::vector<std::string>& argv,
-                                              const SubprocessOptions& so) {
-    std::vector<std::string> full;
-    if (isolate) full = {"/usr/bin/unshare", "-n"};
-    full.insert(full.end(), argv.begin(), argv.end());
-    ToolCall call = run_subprocess(full, so);
-    // argv: sanitizer --tool T ... worker dir, or sanitizer --version
-    const bool tool_run = argv.size() > 2 && argv[1] == "--tool";
-    call.detail = {{"tool", "compute-sanitizer"}, {"mode", tool_run ? "sanitize" : "version"}};
-    if (tool_run) {
-      call.detail["sanitizer_tool"] = argv[2];
-      call.detail["device_memory"] =
-          device_memory_of(nlohmann::json::parse(read_text(result_path), nullptr, false));
-    }
-    calls->push_back(call);
-    return call;
-  };
-  GateResult g = sanitizer::run_gate(config, runner, reports);
-  g.evidence["network_isolated"] = isolate;
-  return g;
-}
-
 // One `benchmark` batch; returns the worker result (status pass/fail) or the failed run.
 GpuRunResult benchmark_run(const BuiltCandidate& built, const GpuGatesOptions& o) {
   RequestDir dir;
@@ -223,6 +180,49 @@ GpuRunResult benchmark_run(const BuiltCandidate& built, const GpuGatesOptions& o
 }
 
 } // namespace
+
+GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
+                          std::map<std::string, std::string>* reports,
+                          std::vector<ToolCall>* calls) {
+  RequestDir dir;
+  dir.write("kernel.cubin", built.cubin);
+  dir.write("kernel.cu", built.candidate.source);
+  dir.write("request.json", base_request(built, "sanitize").dump());
+  sanitizer::GateConfig config;
+  config.sanitizer_path = find_sanitizer();
+  const std::string worker =
+      o.runner.worker.empty() ? worker_path("kloop-gpu-worker") : o.runner.worker;
+  config.worker_argv = {worker, dir.path.string()};
+  config.work_dir = dir.path.string();
+  config.worker_result_path = (dir.path / "result.json").string();
+  config.deadline_per_tool = o.sanitizer_deadline;
+  config.env = {{"PATH", "/usr/local/cuda/bin:/usr/bin:/bin"},
+                {"HOME", dir.path.string()},
+                {"TMPDIR", dir.path.string()}};
+  // No network for the sanitized worker either: unshare -n wraps compute-sanitizer.
+  const bool isolate = o.runner.isolate_network && network_isolation_available();
+  const fs::path result_path = dir.path / "result.json";
+  auto runner = [isolate, calls, result_path](const std::vector<std::string>& argv,
+                                              const SubprocessOptions& so) {
+    std::vector<std::string> full;
+    if (isolate) full = {"/usr/bin/unshare", "-n"};
+    full.insert(full.end(), argv.begin(), argv.end());
+    ToolCall call = run_subprocess(full, so);
+    // argv: sanitizer --tool T ... worker dir, or sanitizer --version
+    const bool tool_run = argv.size() > 2 && argv[1] == "--tool";
+    call.detail = {{"tool", "compute-sanitizer"}, {"mode", tool_run ? "sanitize" : "version"}};
+    if (tool_run) {
+      call.detail["sanitizer_tool"] = argv[2];
+      call.detail["device_memory"] =
+          device_memory_of(nlohmann::json::parse(read_text(result_path), nullptr, false));
+    }
+    if (calls) calls->push_back(call);
+    return call;
+  };
+  GateResult g = sanitizer::run_gate(config, runner, reports);
+  g.evidence["network_isolated"] = isolate;
+  return g;
+}
 
 nlohmann::json stalls_from_pcsample(const nlohmann::json& pc) {
   nlohmann::json out = {{"histogram", pc.value("stall_reasons", nlohmann::json::object())},

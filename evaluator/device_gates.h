@@ -66,6 +66,16 @@ private:
   std::map<std::string, std::string> sanitizer_reports_;
 };
 
+// The sanitizer gate alone, exactly as GpuWorkerGates runs it after correctness passed: a
+// `sanitize` worker request wrapped by compute-sanitizer once per tool (memcheck, racecheck,
+// initcheck, synccheck, each with o.sanitizer_deadline) plus shared-memory poisoning, under
+// `unshare -n` when o.runner.isolate_network and it works. Raw reports go to `reports` and every
+// process started to `calls` (either may be null). Throws InfraError when the request folder
+// cannot be written.
+GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
+                          std::map<std::string, std::string>* reports = nullptr,
+                          std::vector<ToolCall>* calls = nullptr);
+
 // The correctness GateResult of one worker outcome (exposed for unit tests).
 GateResult correctness_gate_from(const GpuRunResult& run);
 

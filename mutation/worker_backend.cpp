@@ -1,84 +1,17 @@
 // The real mutant backend (see worker_backend.h).
 #include "mutation/worker_backend.h"
 
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
-
-#include <fmt/core.h>
-
 #include "evaluator/device_gates.h"
-#include "evaluator/sanitizer.h"
 #include "evaluator/subprocess.h"
 
 namespace kloop::mutation {
 namespace {
 
-namespace fs = std::filesystem;
 using evaluator::GateResult;
 using evaluator::GateStatus;
 
-// A private request folder removed on scope exit.
-struct RequestDir {
-  fs::path path;
-  RequestDir() {
-    std::string tmpl = (fs::temp_directory_path() / "kloop-mutant-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr)
-      throw evaluator::InfraError("checker-coverage: cannot create a request folder in " +
-                                  fs::temp_directory_path().string() + "; check TMPDIR");
-    path = tmpl;
-  }
-  RequestDir(const RequestDir&) = delete;
-  RequestDir& operator=(const RequestDir&) = delete;
-  ~RequestDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  void write(const std::string& name, const std::string& bytes) const {
-    std::ofstream out(path / name, std::ios::binary | std::ios::trunc);
-    if (!(out << bytes))
-      throw evaluator::InfraError("checker-coverage: cannot write " + (path / name).string());
-  }
-};
-
 std::string worker_of(const WorkerBackendOptions& o) {
   return o.gpu_worker.empty() ? evaluator::worker_path("kloop-gpu-worker") : o.gpu_worker;
-}
-
-// The same sanitizer gate as evaluator::GpuWorkerGates: a `sanitize` worker request wrapped by
-// compute-sanitizer once per tool, network-isolated when `unshare -n` works.
-GateResult sanitizer_gate(const evaluator::BuiltCandidate& built, const WorkerBackendOptions& o) {
-  RequestDir dir;
-  dir.write("kernel.cubin", built.cubin);
-  dir.write("kernel.cu", built.candidate.source);
-  const nlohmann::json req = {
-      {"mode", "sanitize"},
-      {"cubin", "kernel.cubin"},
-      {"source", "kernel.cu"},
-      {"manifest", nlohmann::json::parse(built.candidate.manifest_text, nullptr, false)},
-      {"cases", nlohmann::json::array()},
-      {"options", nlohmann::json::object()}};
-  dir.write("request.json", req.dump());
-  evaluator::sanitizer::GateConfig config;
-  for (const char* p : {"/usr/local/cuda/bin/compute-sanitizer", "/usr/bin/compute-sanitizer"})
-    if (config.sanitizer_path.empty() && ::access(p, X_OK) == 0) config.sanitizer_path = p;
-  config.worker_argv = {worker_of(o), dir.path.string()};
-  config.work_dir = dir.path.string();
-  config.worker_result_path = (dir.path / "result.json").string();
-  config.deadline_per_tool = o.sanitizer_deadline;
-  config.env = {{"PATH", "/usr/local/cuda/bin:/usr/bin:/bin"},
-                {"HOME", dir.path.string()},
-                {"TMPDIR", dir.path.string()}};
-  const bool isolate = evaluator::network_isolation_available();
-  auto runner = [isolate](const std::vector<std::string>& argv,
-                          const evaluator::SubprocessOptions& so) {
-    std::vector<std::string> full;
-    if (isolate) full = {"/usr/bin/unshare", "-n"};
-    full.insert(full.end(), argv.begin(), argv.end());
-    return evaluator::run_subprocess(full, so);
-  };
-  return evaluator::sanitizer::run_gate(config, runner, nullptr);
 }
 
 GateResult skipped(std::string_view name, const std::string& why) {
@@ -107,7 +40,10 @@ std::vector<GateResult> CorrectnessSanitizerGates::run(const evaluator::BuiltCan
                                nlohmann::json::object()});
     return out;
   }
-  out.push_back(sanitizer_gate(built, options_));
+  evaluator::GpuGatesOptions go; // the gate itself is GpuWorkerGates' (evaluator/device_gates.h)
+  go.runner.worker = worker_of(options_);
+  go.sanitizer_deadline = options_.sanitizer_deadline;
+  out.push_back(evaluator::sanitizer_gate(built, go));
   const std::string why = "timing is not part of the mutation analysis (--with-benchmark runs it)";
   out.push_back(skipped(evaluator::kGateBenchmark, why));
   out.push_back(skipped(evaluator::kGateRoofline, why));
