@@ -30,7 +30,7 @@ namespace {
 struct CoverageArgs {
   std::string op, store_dir, operators, baseline_dir, record, check_record;
   bool json = false, no_sandbox = false, with_benchmark = false, list = false;
-  int max_mutants = 0, max_per_operator = 3, jobs = 4;
+  int max_mutants = 0, max_per_operator = 3, jobs = 4, sanitizer_jobs = 1;
   double worker_timeout_s = 120;
   std::uint64_t seed = 1;
 };
@@ -73,6 +73,8 @@ int run_coverage(const CoverageArgs& a) {
   if (a.max_mutants < 0) return usage("--max-mutants must be >= 0 (0: no cap)");
   if (a.max_per_operator < 1) return usage("--max-per-operator must be >= 1");
   if (a.jobs < 1 || a.jobs > 64) return usage("--jobs must be in [1, 64]");
+  if (a.sanitizer_jobs < 1 || a.sanitizer_jobs > 64)
+    return usage("--sanitizer-jobs must be in [1, 64]");
   if (!(a.worker_timeout_s > 0 && a.worker_timeout_s <= 3600))
     return usage("--worker-timeout must be in (0, 3600] seconds");
   // Everything that can be refused is refused before the (long) analysis runs.
@@ -123,6 +125,7 @@ int run_coverage(const CoverageArgs& a) {
   }
   bo.worker_deadline = std::chrono::milliseconds(static_cast<long long>(a.worker_timeout_s * 1e3));
   bo.with_benchmark = a.with_benchmark;
+  bo.max_concurrent_sanitizers = a.sanitizer_jobs;
   mutation::WorkerBackend backend(bo);
   std::fprintf(stderr, "checker-coverage: %zu mutants of %s; device: %s\n", mutants.size(),
                baseline_dir.c_str(),
@@ -207,6 +210,9 @@ void register_checker_coverage(CLI::App& app, int& exit_code) {
   sub->add_option("--max-per-operator", a->max_per_operator,
                   "Sites per operator, spread evenly (default 3)");
   sub->add_option("--jobs", a->jobs, "Mutants evaluated concurrently (default 4)");
+  sub->add_option("--sanitizer-jobs", a->sanitizer_jobs,
+                  "Sanitizer gates run at once (default 1: compute-sanitizer runs time-slice the "
+                  "one GPU)");
   sub->add_flag("--no-sandbox", a->no_sandbox,
                 "Build without namespace isolation (recorded; only for trusted sources)");
   sub->add_option("--worker-timeout", a->worker_timeout_s,

@@ -43,7 +43,8 @@ nlohmann::json MutantOutcome::to_json() const {
           {"gate", gate.empty() ? nlohmann::json() : nlohmann::json(gate)},
           {"detail", detail},
           {"killing_input", killing_input},
-          {"wall_ms", wall_ms}};
+          {"wall_ms", wall_ms},
+          {"phase_ms", phase_ms}};
 }
 
 std::optional<double> Tally::score() const {

@@ -106,6 +106,7 @@ MutantOutcome analyze_one(const Context& cx, const Mutant& m) {
   c.source = m.source;
   c.source_file_bytes = m.source.size();
   const evaluator::Evaluation ev = cx.backend.evaluate(c);
+  o.phase_ms["gates"] = ms_since(t0);
   if (auto k = classify_evaluation(ev.report)) {
     o.status = k->status;
     o.gate = k->gate;
@@ -114,7 +115,9 @@ MutantOutcome analyze_one(const Context& cx, const Mutant& m) {
     o.status = MutantStatus::kNotRun;
     o.detail = "every gate passed but no cubin was kept for the holdout";
   } else {
+    const auto th = std::chrono::steady_clock::now();
     const evaluator::GpuRunResult hr = cx.backend.run_cases(c, ev.build->cubin, cx.holdout_suite);
+    o.phase_ms["holdout"] = ms_since(th);
     if (rejects(hr.status)) {
       o.status = MutantStatus::kKilled;
       o.gate = "holdout";
@@ -123,7 +126,9 @@ MutantOutcome analyze_one(const Context& cx, const Mutant& m) {
       o.status = MutantStatus::kNotRun;
       o.detail = fmt::format("holdout {}: {}", evaluator::gate_status_name(hr.status), hr.reason);
     } else {
+      const auto ts = std::chrono::steady_clock::now();
       search(cx, c, ev.build->cubin, o);
+      o.phase_ms["search"] = ms_since(ts);
     }
   }
   o.wall_ms = ms_since(t0);

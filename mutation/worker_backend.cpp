@@ -1,6 +1,8 @@
 // The real mutant backend (see worker_backend.h).
 #include "mutation/worker_backend.h"
 
+#include <algorithm>
+
 #include "evaluator/device_gates.h"
 #include "evaluator/subprocess.h"
 
@@ -43,14 +45,23 @@ std::vector<GateResult> CorrectnessSanitizerGates::run(const evaluator::BuiltCan
   evaluator::GpuGatesOptions go; // the gate itself is GpuWorkerGates' (evaluator/device_gates.h)
   go.runner.worker = worker_of(options_);
   go.sanitizer_deadline = options_.sanitizer_deadline;
-  out.push_back(evaluator::sanitizer_gate(built, go));
+  if (slots_) slots_->acquire();
+  try {
+    out.push_back(evaluator::sanitizer_gate(built, go));
+  } catch (...) {
+    if (slots_) slots_->release();
+    throw;
+  }
+  if (slots_) slots_->release();
   const std::string why = "timing is not part of the mutation analysis (--with-benchmark runs it)";
   out.push_back(skipped(evaluator::kGateBenchmark, why));
   out.push_back(skipped(evaluator::kGateRoofline, why));
   return out;
 }
 
-WorkerBackend::WorkerBackend(WorkerBackendOptions options) : options_(std::move(options)) {
+WorkerBackend::WorkerBackend(WorkerBackendOptions options)
+    : options_(std::move(options)), sanitizer_slots_(std::make_shared<SanitizerSlots>(
+                                        std::clamp(options_.max_concurrent_sanitizers, 1, 64))) {
   evaluator::GpuRunRequest probe;
   probe.mode = "probe";
   probe.cases = nlohmann::json::array();
@@ -88,7 +99,7 @@ evaluator::Evaluation WorkerBackend::evaluate(const evaluator::Candidate& candid
     evaluator::GpuWorkerGates gates(go);
     return evaluator::evaluate_candidate(candidate, eo, gates);
   }
-  CorrectnessSanitizerGates gates(options_);
+  CorrectnessSanitizerGates gates(options_, sanitizer_slots_);
   return evaluator::evaluate_candidate(candidate, eo, gates);
 }
 

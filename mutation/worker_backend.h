@@ -11,6 +11,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <semaphore>
 #include <string>
 
 #include "evaluator/build.h"
@@ -24,8 +26,16 @@ struct WorkerBackendOptions {
   std::chrono::milliseconds worker_deadline{120000};    // correctness / holdout / search batch
   std::chrono::milliseconds sanitizer_deadline{120000}; // per compute-sanitizer tool
   bool with_benchmark = false;                          // run the benchmark and roofline gates too
-  std::string gpu_worker;                               // empty: worker_path("kloop-gpu-worker")
+  // Sanitizer gates run at once across threads (1..64). compute-sanitizer runs share the one GPU
+  // by time slicing with every other context, so several at once each take many times longer
+  // (H200 runs 5 and 7: 60-150 s under --jobs 4-8 against about 15 s alone); the other phases
+  // still overlap. Ignored with with_benchmark (GpuWorkerGates runs its own sanitizer).
+  int max_concurrent_sanitizers = 1;
+  std::string gpu_worker; // empty: worker_path("kloop-gpu-worker")
 };
+
+// At most `count` holders at once (a counting semaphore shared by the gates of every thread).
+using SanitizerSlots = std::counting_semaphore<64>;
 
 class WorkerBackend : public MutantBackend {
 public:
@@ -40,6 +50,7 @@ public:
 
 private:
   WorkerBackendOptions options_;
+  std::shared_ptr<SanitizerSlots> sanitizer_slots_;
   bool has_device_ = false;
   std::string device_name_, no_device_reason_;
 };
@@ -48,11 +59,15 @@ private:
 // with kSkippedPrefix. Stateless, so one instance may serve several threads.
 class CorrectnessSanitizerGates : public evaluator::DeviceGates {
 public:
-  explicit CorrectnessSanitizerGates(WorkerBackendOptions options) : options_(std::move(options)) {}
+  // `slots`, when given, bounds how many sanitizer gates run at once (see WorkerBackendOptions).
+  explicit CorrectnessSanitizerGates(WorkerBackendOptions options,
+                                     std::shared_ptr<SanitizerSlots> slots = nullptr)
+      : options_(std::move(options)), slots_(std::move(slots)) {}
   std::vector<evaluator::GateResult> run(const evaluator::BuiltCandidate& built) override;
 
 private:
   WorkerBackendOptions options_;
+  std::shared_ptr<SanitizerSlots> slots_;
 };
 
 } // namespace kloop::mutation

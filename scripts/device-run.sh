@@ -36,10 +36,16 @@ if [ "${1:-}" != "--remote" ]; then
     nvcc -ptx -arch=sm_90 -lineinfo -o "$bundle/corpus/baseline_next/kernel.ptx" \
       kernels/rmsnorm/baseline_next/kernel.cu
   fi
+  # Offline-family variants to time against the baseline there (FAMILY_VARIANTS="name ...").
+  if [ -n "${FAMILY_VARIANTS:-}" ]; then
+    cmake --build "$build" -j "${JOBS:-$(nproc)}" --target family_bench
+    cp "$build/bin/family_bench" "$bundle/bin/"
+    "$build/bin/family_bench" prepare "$bundle/family" $FAMILY_VARIANTS
+  fi
   strip --strip-debug "$bundle"/bin/* 2>/dev/null || true
   # Resolve libraries from the build folder's binaries (the staged ones would find $bundle/lib).
   "$root/scripts/bundle-libs.sh" "$bundle/lib" "$build/bin/kloop-gpu-worker" "$build/bin/kloop" \
-    "$build/bin/kloop-build-worker" \
+    "$build/bin/kloop-build-worker" $([ -n "${FAMILY_VARIANTS:-}" ] && echo "$build/bin/family_bench") \
     $(for t in $tests; do echo "$build/bin/$t"; done)
   if ldd "$bundle/bin/kloop-gpu-worker" | grep -q 'libcuda\.so'; then
     echo "device-run: kloop-gpu-worker links libcuda; it must link cudart_static only" >&2
@@ -98,6 +104,71 @@ if [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
     rm -rf "$opt/torch/activations"
   fi
   tar czf "$out/optimize.tgz" -C /tmp kloop-device-store kloop-device-opt
+fi
+
+# Offline-family variants staged with FAMILY_VARIANTS: each request folder runs the benchmark
+# gate's protocol against the baseline (bench/family_bench.cpp); the summary is family.txt. Then
+# NCU_SHAPES ("dtype:rows:h ...") profiles the baseline and every staged variant on those shapes
+# with ncu (warm L2: --cache-control none; one launch after a warm-up) into ncu-study.txt.
+if [ -d "$bundle/family" ]; then
+  fam=/tmp/kloop-family
+  rm -rf "$fam" && cp -r "$bundle/family" "$fam"
+  for d in "$fam"/*/; do
+    [ -f "$d/request.json" ] || continue
+    timeout "${FAMILY_TIMEOUT:-120}" "$bundle/bin/kloop-gpu-worker" "$d" >"$d/worker.log" 2>&1 ||
+      echo "$(basename "$d"): worker exit $?" >>"$out/family.txt"
+  done
+  LD_LIBRARY_PATH=$bundle/lib "$bundle/bin/family_bench" summarize "$fam" >>"$out/family.txt" 2>&1
+  if [ -n "${NCU_SHAPES:-}" ]; then
+    mkdir -p "$fam/_baseline"
+    cp "$bundle/corpus/baseline/kernel.cubin" kernels/rmsnorm/baseline/kernel.cu "$fam/_baseline/"
+    python3 -c 'import json,sys; json.dump({"manifest": json.load(open(sys.argv[1]))}, open(sys.argv[2], "w"))' \
+      kernels/rmsnorm/baseline/manifest.json "$fam/_baseline/request.json"
+    for d in "$fam"/*/; do
+      name=$(basename "$d")
+      [ -f "$d/kernel.cubin" ] || continue
+      req=/tmp/kloop-ncu/$name
+      rm -rf "$req" && mkdir -p "$req"
+      cp "$d/kernel.cubin" "$d/kernel.cu" "$req/" 2>/dev/null
+      python3 - "$d/request.json" "$req/request.json" $NCU_SHAPES <<'PY'
+import json, sys
+src = json.load(open(sys.argv[1]))
+shapes = []
+for a in sys.argv[3:]:
+    d, r, h = a.split(":")
+    shapes.append({"dtype": d, "rows": int(r), "h": int(h)})
+json.dump({"mode": "bench", "cubin": "kernel.cubin", "source": "kernel.cu",
+           "manifest": src["manifest"], "options": {"shapes": shapes, "iters": 1}},
+          open(sys.argv[2], "w"))
+PY
+      metrics=gpu__time_duration.sum,launch__registers_per_thread,launch__grid_size,launch__block_size
+      metrics=$metrics,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum
+      metrics=$metrics,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct
+      metrics=$metrics,launch__occupancy_limit_registers,launch__occupancy_limit_blocks
+      metrics=$metrics,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio
+      metrics=$metrics,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio
+      metrics=$metrics,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio
+      metrics=$metrics,smsp__average_warps_issue_stalled_drain_per_issue_active.ratio
+      # bench mode: one warm-up and one timed launch per shape: profile the timed ones.
+      timeout 200 ncu --cache-control none --clock-control none --csv --metrics "$metrics" \
+        --kernel-name regex:^rms_ "$bundle/bin/kloop-gpu-worker" "$req" \
+        >"$req/ncu.csv" 2>"$req/ncu.err"
+      echo "== $name (ncu exit $?)" >>"$out/ncu-study.txt"
+      python3 - "$req/ncu.csv" >>"$out/ncu-study.txt" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows:
+    print("no ncu rows"); sys.exit()
+hdr = rows[0]
+ix = {k: hdr.index(k) for k in ("ID", "Kernel Name", "Metric Name", "Metric Value", "Grid Size", "Block Size") if k in hdr}
+per = collections.OrderedDict()
+for r in rows[1:]:
+    per.setdefault(r[ix["ID"]], {"kernel": r[ix["Kernel Name"]]})[r[ix["Metric Name"]]] = r[ix["Metric Value"]]
+for k, m in per.items():
+    print(k, m["kernel"][:8], " ".join(f"{n.split('__')[-1][:40]}={v}" for n, v in m.items() if n != "kernel"))
+PY
+    done
+  fi
 fi
 
 # Issue #9: mutation analysis of the evaluator (CHECKER_COVERAGE=record writes a new record into

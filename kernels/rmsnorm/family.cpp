@@ -64,20 +64,27 @@ std::optional<std::string> validate(const Variant& v) {
   if (v.evict_first && (v.vec_bytes == 0 || v.cached_vecs == 0))
     return "evict_first = true needs vec_bytes 8 or 16 and cached_vecs > 0 (it applies to the "
            "register-cached loads)";
+  if (v.baseline_aligned &&
+      (v.vec_bytes != 16 || !v.peel || v.threads_per_row != 0 || v.block_threads != 256 ||
+       v.grid != FamilyGrid::kPersistent || v.stage_weight))
+    return "baseline_aligned = true needs vec_bytes 16, peel, threads_per_row 0 (run time), "
+           "block_threads 256, grid persistent and no staged weight (the baseline's launch "
+           "geometry, so both paths share one launch)";
   return std::nullopt;
 }
 
 std::string variant_name(const Variant& v) {
   std::string tpr = v.threads_per_row == 0 ? "auto" : std::to_string(v.threads_per_row);
-  return fmt::format("v{}-t{}-b{}-c{}-{}-{}-{}{}{}", v.vec_bytes, tpr, v.block_threads,
+  return fmt::format("v{}-t{}-b{}-c{}-{}-{}-{}{}{}{}", v.vec_bytes, tpr, v.block_threads,
                      v.cached_vecs, v.reduction == Reduction::kShuffle ? "shfl" : "tree",
                      v.grid == FamilyGrid::kPerRows ? "rows" : "pers", v.peel ? "peel" : "nopeel",
-                     v.stage_weight ? "-ws" : "", v.evict_first ? "-ef" : "");
+                     v.stage_weight ? "-ws" : "", v.evict_first ? "-ef" : "",
+                     v.baseline_aligned ? "-bl" : "");
 }
 
 std::optional<Variant> variant_by_name(std::string_view name) {
   static const std::regex kName(
-      R"(v(0|8|16)-t(auto|[0-9]{1,4})-b([0-9]{1,4})-c([0-9]{1,2})-(shfl|tree)-(rows|pers)-(peel|nopeel)(-ws)?(-ef)?)");
+      R"(v(0|8|16)-t(auto|[0-9]{1,4})-b([0-9]{1,4})-c([0-9]{1,2})-(shfl|tree)-(rows|pers)-(peel|nopeel)(-ws)?(-ef)?(-bl)?)");
   std::cmatch m;
   if (!std::regex_match(name.data(), name.data() + name.size(), m, kName)) return std::nullopt;
   Variant v;
@@ -90,6 +97,7 @@ std::optional<Variant> variant_by_name(std::string_view name) {
   v.peel = m[7].str() == "peel";
   v.stage_weight = m[8].matched;
   v.evict_first = m[9].matched;
+  v.baseline_aligned = m[10].matched;
   if (validate(v) || variant_name(v) != name) return std::nullopt; // e.g. "t032" is not canonical
   return v;
 }
@@ -149,25 +157,27 @@ GeneratedCandidate generate(const Variant& v, std::string_view rationale) {
 const std::vector<Variant>& all_variants() {
   static const std::vector<Variant> kCurated = [] {
     const char* names[] = {
-        "v0-t256-b256-c0-tree-rows-nopeel",    // safe default: scalar, two-pass, tree reduction
-        "v0-t32-b256-c0-shfl-rows-nopeel",     // scalar, warp per row
-        "v16-t256-b256-c0-shfl-rows-peel",     // vector two-pass, block per row
-        "v16-t256-b256-c2-shfl-rows-peel",     // block per row, row cached (H <= 4096 bf16)
-        "v16-t512-b512-c2-shfl-rows-peel",     // wide rows (H <= 8192 bf16)
-        "v16-t128-b256-c4-shfl-rows-peel",     // 2 rows per block, 4 loads in flight
-        "v16-t32-b256-c8-shfl-rows-peel",      // warp per row, no barriers
-        "v16-t16-b256-c2-shfl-rows-peel",      // narrow rows: 16 lanes per row
-        "v16-t8-b256-c2-shfl-rows-peel",       // very narrow rows: 8 lanes per row
-        "v8-t32-b256-c8-shfl-rows-peel",       // 8-byte vectors
-        "v16-t256-b256-c4-shfl-rows-nopeel",   // aligned rows only (no peel)
-        "v16-t512-b1024-c2-tree-rows-peel",    // shared-memory tree, two rows per block
-        "v16-t32-b128-c4-shfl-pers-peel",      // persistent warp per row
-        "v16-tauto-b256-c4-shfl-pers-peel",    // persistent, threads per row from H
-        "v16-tauto-b512-c4-shfl-pers-peel",    // persistent, threads per row from H, wider block
-        "v16-tauto-b1024-c2-shfl-pers-peel",   // persistent, very wide rows
-        "v16-tauto-b512-c4-shfl-pers-peel-ws", // + weight staged per alignment phase
-        "v16-tauto-b256-c8-shfl-pers-peel-ws", // + more loads in flight
-        "v16-tauto-b256-c4-shfl-pers-peel-ef", // + evict-first loads of the cached row
+        "v0-t256-b256-c0-tree-rows-nopeel",       // safe default: scalar, two-pass, tree reduction
+        "v0-t32-b256-c0-shfl-rows-nopeel",        // scalar, warp per row
+        "v16-t256-b256-c0-shfl-rows-peel",        // vector two-pass, block per row
+        "v16-t256-b256-c2-shfl-rows-peel",        // block per row, row cached (H <= 4096 bf16)
+        "v16-t512-b512-c2-shfl-rows-peel",        // wide rows (H <= 8192 bf16)
+        "v16-t128-b256-c4-shfl-rows-peel",        // 2 rows per block, 4 loads in flight
+        "v16-t32-b256-c8-shfl-rows-peel",         // warp per row, no barriers
+        "v16-t16-b256-c2-shfl-rows-peel",         // narrow rows: 16 lanes per row
+        "v16-t8-b256-c2-shfl-rows-peel",          // very narrow rows: 8 lanes per row
+        "v8-t32-b256-c8-shfl-rows-peel",          // 8-byte vectors
+        "v16-t256-b256-c4-shfl-rows-nopeel",      // aligned rows only (no peel)
+        "v16-t512-b1024-c2-tree-rows-peel",       // shared-memory tree, two rows per block
+        "v16-t32-b128-c4-shfl-pers-peel",         // persistent warp per row
+        "v16-tauto-b256-c4-shfl-pers-peel",       // persistent, threads per row from H
+        "v16-tauto-b512-c4-shfl-pers-peel",       // persistent, threads per row from H, wider block
+        "v16-tauto-b1024-c2-shfl-pers-peel",      // persistent, very wide rows
+        "v16-tauto-b512-c4-shfl-pers-peel-ws",    // + weight staged per alignment phase
+        "v16-tauto-b256-c8-shfl-pers-peel-ws",    // + more loads in flight
+        "v16-tauto-b256-c4-shfl-pers-peel-ef",    // + evict-first loads of the cached row
+        "v16-tauto-b256-c4-shfl-pers-peel-bl",    // baseline design on aligned calls, peel else
+        "v16-tauto-b256-c4-shfl-pers-peel-ef-bl", // + evict-first loads on the peeled path
     };
     std::vector<Variant> out;
     for (const char* n : names) {

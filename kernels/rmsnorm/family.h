@@ -59,6 +59,14 @@ struct Variant {
   // x is read once, so its lines should not push the weight or re-read data out of L2. Needs
   // cached_vecs > 0 (the streamed remainder is re-read and keeps normal loads). Name suffix "-ef".
   bool evict_first = false;
+  // Composite variant (name suffix "-bl"): every call whose x, y and weight pointers and both row
+  // strides are 16-byte aligned runs the in-tree baseline's own design (kernels/rmsnorm/baseline,
+  // embedded at build time: lane groups for rows <= 2 KiB, two rows per block when half the
+  // register cache holds a row, else block per row); every other call runs this variant's peeled
+  // vector path, where the baseline falls back to scalar accesses. The decision is uniform per
+  // launch (no divergence). Needs vec_bytes 16, peel, threads_per_row 0, block_threads 256 and the
+  // persistent grid (the baseline's own launch geometry), and no staged weight.
+  bool baseline_aligned = false;
 
   int rows_per_block() const; // block_threads / threads_per_row, or 1 when chosen at run time
   bool operator==(const Variant&) const = default;
@@ -69,8 +77,8 @@ struct Variant {
 std::optional<std::string> validate(const Variant& variant);
 
 // Canonical name, e.g. "v16-t32-b256-c4-shfl-rows-peel" or
-// "v16-tauto-b512-c4-shfl-pers-peel-ws-ef". variant_by_name(variant_name(v)) == v for every valid
-// v.
+// "v16-tauto-b512-c4-shfl-pers-peel-ws-ef" (suffixes in the order -ws, -ef, -bl).
+// variant_by_name(variant_name(v)) == v for every valid v.
 std::string variant_name(const Variant& variant);
 
 // Parses a canonical name (any valid member, not only the curated ones); nullopt when the text is
@@ -97,6 +105,10 @@ GeneratedCandidate generate(const Variant& variant, std::string_view rationale =
 std::string emit_kernel_source(const Variant& variant);
 // The manifest.json text alone (used by generate()).
 std::string emit_manifest(const Variant& variant);
+
+// The in-tree baseline's kernel.cu as embedded at build time (cmake/embed_text.cmake); used by
+// variants with baseline_aligned.
+std::string_view embedded_baseline_source();
 
 // Largest H the variant admits: 65536, or less where staged weight copies must fit the 227 KiB
 // shared memory of an sm_90 block (kMaxDynamicSmemBytes in manifest.h, minus static smem).

@@ -219,8 +219,11 @@ std::string emit_body(const Variant& v) {
   const bool stage = v.stage_weight;
   const int c = v.cached_vecs;
   std::string s;
-  s += "template <typename T>\n__device__ __forceinline__ void rms_rows(const T* __restrict__ x, "
-       "const T* __restrict__ w, T* __restrict__ y,\n    long long rows, int H, long long xs, "
+  // A composite keeps this path out of line: the aligned (baseline) path, inlined into the entry,
+  // then gets the whole register budget, as in the baseline's own kernel.
+  s += fmt::format("template <typename T>\n__device__ {} void rms_rows(const T* __restrict__ x, ",
+                   v.baseline_aligned ? "__noinline__" : "__forceinline__");
+  s += "const T* __restrict__ w, T* __restrict__ y,\n    long long rows, int H, long long xs, "
        "long long ys, float eps) {\n";
   s += "  constexpr int kV = elems<T>();  // elements per vector\n";
   s += "  const int tid = static_cast<int>(threadIdx.x);\n";
@@ -348,6 +351,54 @@ std::string emit_entry(const char* name, const char* type, const Variant& v) {
       name, type, block_threads, std::max(1, resident / block_threads));
 }
 
+// The composite entry (Variant::baseline_aligned): aligned calls run the baseline's rms_impl,
+// the rest this variant's peeled path.
+std::string emit_composite_entry(const char* name, const char* type, const Variant& v) {
+  const int cache_regs = v.cached_vecs * std::max(1, v.vec_bytes / 4);
+  const int resident = cache_regs > 24 ? 512 : cache_regs > 16 ? 768 : 1024;
+  return fmt::format(
+      "extern \"C\" __global__ void __launch_bounds__({2}, {3}) {0}(const {1}* x, const {1}* "
+      "weight, {1}* y,\n    long long rows, int H, long long x_row_stride, long long y_row_stride, "
+      "float eps) {{\n"
+      "  if (kl::aligned_call(x, weight, y, x_row_stride, y_row_stride))  // uniform per launch\n"
+      "    bl::rms_impl<{1}>(x, weight, y, rows, H, x_row_stride, y_row_stride, eps);\n"
+      "  else\n"
+      "    kl::rms_rows<{1}>(x, weight, y, rows, H, x_row_stride, y_row_stride, eps);\n}}\n",
+      name, type, v.block_threads, std::max(1, resident / v.block_threads));
+}
+
+constexpr const char* kAlignedCall =
+    R"(// Whether a call meets the baseline's vector condition: x, y and weight 16-byte aligned and both
+// row strides a multiple of 16 bytes (the same for every thread of the launch).
+template <typename T>
+__device__ __forceinline__ bool aligned_call(const T* x, const T* w, const T* y, long long xs,
+                                             long long ys) {
+  return ((reinterpret_cast<unsigned long long>(x) | reinterpret_cast<unsigned long long>(y) |
+           reinterpret_cast<unsigned long long>(w)) % 16 == 0) &&
+         (xs * static_cast<long long>(sizeof(T))) % 16 == 0 &&
+         (ys * static_cast<long long>(sizeof(T))) % 16 == 0;
+}
+)";
+
+// The baseline's device code without its includes and extern "C" entries, for namespace bl.
+std::string baseline_device_code() {
+  const std::string_view src = embedded_baseline_source();
+  std::string out;
+  std::size_t pos = 0;
+  while (pos < src.size()) {
+    std::size_t end = src.find('\n', pos);
+    if (end == std::string_view::npos) end = src.size();
+    const std::string_view line = src.substr(pos, end - pos);
+    if (line.rfind("extern \"C\"", 0) == 0) break;
+    if (line.rfind("#include", 0) != 0) {
+      out.append(line);
+      out.push_back('\n');
+    }
+    pos = end + 1;
+  }
+  return out;
+}
+
 } // namespace
 
 std::string emit_kernel_source(const Variant& v) {
@@ -367,7 +418,18 @@ std::string emit_kernel_source(const Variant& v) {
   s += kVectorHelpers;
   s += "\n";
   s += emit_body(v);
+  if (v.baseline_aligned) s += "\n" + std::string(kAlignedCall);
   s += "\n}  // namespace kl\n\n";
+  if (v.baseline_aligned) {
+    s += "// Aligned calls: the in-tree baseline's design, verbatim (kernels/rmsnorm/baseline).\n"
+         "namespace bl {\n";
+    s += baseline_device_code();
+    s += "}  // namespace bl\n\n";
+    s += emit_composite_entry("rms_f32", "float", v);
+    s += emit_composite_entry("rms_f16", "__half", v);
+    s += emit_composite_entry("rms_bf16", "__nv_bfloat16", v);
+    return s;
+  }
   s += emit_entry("rms_f32", "float", v);
   s += emit_entry("rms_f16", "__half", v);
   s += emit_entry("rms_bf16", "__nv_bfloat16", v);

@@ -204,17 +204,27 @@ PolicyDecision OfflinePolicy::decide(const ReportDigest& d) {
     else if (v.vec_bytes == 16)
       v.vec_bytes = 8;
     moves.emplace_back("spills:fewer_cached", v);
-  } else if (!d.has_benchmark) {
+  } else if (!d.has_benchmark || (prev == all_variants().front() && !tried(flagship_variant()))) {
+    // The safe default exists to prove the pipeline end to end; once it passed, the flagship (the
+    // run-time-geometry variant the tuning rules below refine) comes next, timed or not.
     moves.emplace_back("pass:flagship", flagship_variant());
   } else {
     // Slower than the baseline somewhere: first tune the run-time-geometry variant in place (more,
-    // smaller blocks resident per SM; evict-first loads of the cached row), since its structure
-    // already covers every shape class.
+    // smaller blocks resident per SM; the baseline's design on aligned calls; evict-first loads of
+    // the cached row), since its structure already covers every shape class.
     if (prev.threads_per_row == 0 && d.min_speedup > 0 && d.min_speedup < 1.0) {
       if (prev.block_threads > 256) {
         Variant v = prev;
         v.block_threads = 256;
         moves.emplace_back("tune:smaller_blocks", v);
+      }
+      // Still slower somewhere at the baseline's own block size: run the baseline's design on
+      // aligned calls and keep this variant's peeled path for the rest (Variant::baseline_aligned).
+      if (!prev.baseline_aligned && prev.block_threads == 256) {
+        Variant v = prev;
+        v.baseline_aligned = true;
+        v.stage_weight = false;
+        moves.emplace_back("tune:baseline_on_aligned", v);
       }
       if (!prev.evict_first && prev.cached_vecs > 0) {
         Variant v = prev;

@@ -153,6 +153,27 @@ TEST(MutationRunnerTest, WithoutADeviceOnlyCpuGatesDecideAndTheRestIsNotRun) {
   EXPECT_EQ(fake.runs, 0);
 }
 
+TEST(MutationRunnerTest, EachOutcomeTimesOnlyThePhasesItReached) {
+  FakeBackend fake;
+  const CoverageReport r = analyze(
+      baseline(), select_mutants(kSource, {"eps-hardcode", "barrier-remove", "eps-drop"}, 1, 0),
+      fake, small_options());
+  const MutantOutcome& build_killed = by_op(r, "eps-hardcode"); // killed by the build gate
+  EXPECT_EQ(build_killed.phase_ms.count("gates"), 1u);
+  EXPECT_EQ(build_killed.phase_ms.count("holdout"), 0u);
+  EXPECT_EQ(build_killed.phase_ms.count("search"), 0u);
+  const MutantOutcome& holdout_killed = by_op(r, "barrier-remove");
+  ASSERT_EQ(holdout_killed.gate, "holdout");
+  EXPECT_EQ(holdout_killed.phase_ms.count("holdout"), 1u);
+  EXPECT_EQ(holdout_killed.phase_ms.count("search"), 0u);
+  const MutantOutcome& searched = by_op(r, "eps-drop"); // passes everything: searched
+  EXPECT_EQ(searched.status, MutantStatus::kNotShownKillable);
+  EXPECT_EQ(searched.phase_ms.count("search"), 1u);
+  for (const auto& [phase, ms] : searched.phase_ms)
+    EXPECT_GE(ms, 0.0) << phase;
+  EXPECT_TRUE(searched.to_json().at("phase_ms").contains("holdout"));
+}
+
 TEST(MutationRunnerTest, ParallelJobsKeepMutantOrder) {
   FakeBackend fake;
   AnalysisOptions opts = small_options();

@@ -1,9 +1,11 @@
 // Unit tests of the offline kernel family: determinism, names, validation, and that every curated
 // variant's manifest parses against its source and states the variant's launch and dispatch.
+#include <functional>
 #include <regex>
 #include <set>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "kernels/rmsnorm/family.h"
 #include "kernels/rmsnorm/manifest.h"
@@ -153,6 +155,56 @@ TEST(OfflineFamily, EvictFirstLoadsOnlyTheCachedPartWithLdcs) {
   // The streamed remainder is re-read for the output pass, so it keeps normal loads.
   EXPECT_NE(ef.find("ss = sumsq<T>(load_ro(xr + head + i * kV), ss)"), std::string::npos);
   EXPECT_NE(plain.find("cache[k] = i < nvec ? load_ro(xr + head + i * kV)"), std::string::npos);
+}
+
+TEST(OfflineFamily, CompositeRunsTheBaselineDesignOnAlignedCallsAndThePeelElsewhere) {
+  const auto v = variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-ef-bl");
+  ASSERT_TRUE(v.has_value());
+  EXPECT_TRUE(v->baseline_aligned);
+  const std::string src = generate(*v).kernel_cu;
+  // The baseline's device code, verbatim, inside namespace bl; its own entries and includes left
+  // out, so the candidate keeps exactly the contract's three entries and two includes.
+  const std::string_view base = embedded_baseline_source();
+  const std::string impl = "__device__ void rms_impl(";
+  ASSERT_NE(base.find(impl), std::string_view::npos);
+  EXPECT_NE(src.find("namespace bl {"), std::string::npos);
+  EXPECT_NE(src.find(impl), std::string::npos);
+  int externs = 0, includes = 0;
+  for (std::size_t p = src.find("extern \"C\""); p != std::string::npos;
+       p = src.find("extern \"C\"", p + 1))
+    ++externs;
+  for (std::size_t p = src.find("#include"); p != std::string::npos;
+       p = src.find("#include", p + 1))
+    ++includes;
+  EXPECT_EQ(externs, 3);
+  EXPECT_EQ(includes, 2);
+  // One uniform decision per launch: aligned calls to the baseline's path, the rest to the peel.
+  EXPECT_NE(src.find("if (kl::aligned_call(x, weight, y, x_row_stride, y_row_stride))"),
+            std::string::npos);
+  EXPECT_NE(src.find("bl::rms_impl<__nv_bfloat16>(x, weight, y, rows, H"), std::string::npos);
+  EXPECT_NE(src.find("kl::rms_rows<__nv_bfloat16>(x, weight, y, rows, H"), std::string::npos);
+  // The manifest is the baseline's launch geometry and admits element-aligned views.
+  const auto m = nlohmann::json::parse(generate(*v).manifest_json);
+  EXPECT_EQ(m["launch"]["block_threads"], 256);
+  EXPECT_EQ(m["launch"]["grid"], "persistent");
+  EXPECT_EQ(m["dispatch"]["alignment_bytes"], 2);
+}
+
+TEST(OfflineFamily, CompositeNeedsTheBaselinesLaunchGeometry) {
+  Variant v = *variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-ef-bl");
+  EXPECT_FALSE(validate(v));
+  for (auto change : std::vector<std::function<void(Variant&)>>{
+           [](Variant& x) { x.block_threads = 512; }, [](Variant& x) { x.vec_bytes = 8; },
+           [](Variant& x) { x.peel = false; }, [](Variant& x) { x.stage_weight = true; }}) {
+    Variant bad = v;
+    change(bad);
+    const auto err = validate(bad);
+    ASSERT_TRUE(err.has_value()) << variant_name(bad);
+    EXPECT_NE(err->find("baseline_aligned"), std::string::npos) << *err;
+  }
+  EXPECT_FALSE(variant_by_name("v16-tauto-b512-c4-shfl-pers-peel-ef-bl"));
+  EXPECT_FALSE(variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-bl-ef")); // -bl comes last
+  EXPECT_TRUE(variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-bl"));
 }
 
 TEST(OfflineFamily, RunTimeThreadsPerRowWidensRowsWhenTheGridHasSpareRowSlots) {

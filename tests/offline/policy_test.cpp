@@ -78,15 +78,17 @@ TEST(OfflinePolicy, SpillsHalveTheCachedVectors) {
   EXPECT_EQ(d.variant.cached_vecs, 2);
 }
 
-TEST(OfflinePolicy, LowOddWidthFractionEnablesThePeel) {
+TEST(OfflinePolicy, LowOddWidthFractionStagesTheWeightOfAPeeledVariant) {
   OfflinePolicy p(7);
-  p.next(nullptr); // scalar safe default, no peel
+  p.next(nullptr);
+  const json ok = pending_report();
+  ASSERT_TRUE(p.next(&ok).variant.peel); // flagship: peeled, weight read from global memory
   const json r = bench_report({{{"shape_class", "odd"}, {"fraction_of_copy_ceiling", 0.2}},
                                {{"shape_class", "wide"}, {"fraction_of_copy_ceiling", 0.95}}});
   const PolicyDecision d = p.next(&r);
-  EXPECT_EQ(d.rules, std::vector<std::string>{"odd:peel"});
-  EXPECT_EQ(d.variant.vec_bytes, 16);
+  EXPECT_EQ(d.rules, std::vector<std::string>{"odd:stage_weight"});
   EXPECT_TRUE(d.variant.peel);
+  EXPECT_TRUE(d.variant.stage_weight);
 }
 
 TEST(OfflinePolicy, LongScoreboardStallAddsLoadsInFlight) {
@@ -103,13 +105,34 @@ TEST(OfflinePolicy, LongScoreboardStallAddsLoadsInFlight) {
   EXPECT_EQ(d.variant.cached_vecs, 8);
 }
 
-TEST(OfflinePolicy, LaunchBoundShapesMoveToThePersistentGrid) {
+TEST(OfflinePolicy, LaunchBoundShapesKeepThePersistentGridWithMoreLoadsInFlight) {
   OfflinePolicy p(7);
-  p.next(nullptr); // per_rows
+  p.next(nullptr);
+  const json ok = pending_report();
+  const Variant flagship = p.next(&ok).variant; // persistent, c4
   const json r = bench_report({{{"shape_class", "launch_bound"}, {"fraction", 0.1}}});
   const PolicyDecision d = p.next(&r);
   EXPECT_EQ(d.rules, std::vector<std::string>{"small:persistent"});
   EXPECT_EQ(d.variant.grid, FamilyGrid::kPersistent);
+  EXPECT_EQ(d.variant.cached_vecs, 2 * flagship.cached_vecs);
+}
+
+TEST(OfflinePolicy, ATimedSafeDefaultLeadsToTheFlagshipThenTheTuningChain) {
+  std::ifstream in(std::string(KLOOP_SOURCE_DIR) +
+                   "/tests/offline/fixtures/h200_flagship_report.json");
+  ASSERT_TRUE(in.good());
+  const json slower = json::parse(in); // slower than the baseline on some shape-states
+  OfflinePolicy p(1);
+  ASSERT_EQ(p.next(nullptr).variant, all_variants().front());
+  std::vector<std::string> names, rules;
+  for (int i = 0; i < 4; ++i) {
+    const PolicyDecision d = p.next(&slower);
+    names.push_back(variant_name(d.variant));
+    rules.push_back(d.rules.front());
+  }
+  EXPECT_EQ(rules, (std::vector<std::string>{"pass:flagship", "tune:smaller_blocks",
+                                             "tune:baseline_on_aligned", "tune:evict_first"}));
+  EXPECT_EQ(names.back(), "v16-tauto-b256-c4-shfl-pers-peel-ef-bl");
 }
 
 TEST(OfflinePolicy, SlowerThanBaselineTunesTheRunTimeVariantInPlace) {
@@ -127,6 +150,10 @@ TEST(OfflinePolicy, SlowerThanBaselineTunesTheRunTimeVariantInPlace) {
   Variant want = flagship.variant;
   want.block_threads = 256;
   EXPECT_EQ(smaller.variant, want);
+  const PolicyDecision composite = p.next(&mixed);
+  EXPECT_EQ(composite.rules, std::vector<std::string>{"tune:baseline_on_aligned"});
+  want.baseline_aligned = true;
+  EXPECT_EQ(composite.variant, want);
   const PolicyDecision ef = p.next(&mixed);
   EXPECT_EQ(ef.rules, std::vector<std::string>{"tune:evict_first"});
   want.evict_first = true;
@@ -168,6 +195,14 @@ TEST(OfflinePolicy, DigestReadsTheGatesOwnEvidenceLayout) {
   const PolicyDecision next = p.next(&report);
   EXPECT_EQ(next.rules, std::vector<std::string>{"tune:smaller_blocks"});
   EXPECT_EQ(variant_name(next.variant), "v16-tauto-b256-c4-shfl-pers-peel");
+  // Still slower somewhere at 256 threads: the baseline's design on aligned calls, then
+  // evict-first loads on the peeled path.
+  const PolicyDecision composite = p.next(&report);
+  EXPECT_EQ(composite.rules, std::vector<std::string>{"tune:baseline_on_aligned"});
+  EXPECT_EQ(variant_name(composite.variant), "v16-tauto-b256-c4-shfl-pers-peel-bl");
+  const PolicyDecision ef = p.next(&report);
+  EXPECT_EQ(ef.rules, std::vector<std::string>{"tune:evict_first"});
+  EXPECT_EQ(variant_name(ef.variant), "v16-tauto-b256-c4-shfl-pers-peel-ef-bl");
 }
 
 TEST(OfflinePolicy, DigestReadsEvidenceAndToleratesOddShapes) {
