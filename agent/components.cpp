@@ -81,6 +81,7 @@ DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progres
   if (has_device_ && result.result.contains("device")) {
     const auto& dev = result.result["device"];
     device_name_ = dev.value("name", std::string());
+    device_uuid_ = dev.value("uuid", std::string());
     driver_version_ = dev.contains("driver_version") ? dev["driver_version"].dump() : "";
     progress.line(fmt::format("device: {}", dev.dump()));
   } else {

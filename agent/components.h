@@ -27,11 +27,14 @@ public:
   HoldoutRunner& holdout_runner() { return *holdout_; }
   const std::string& device_name() const { return device_name_; }
   const std::string& driver_version() const { return driver_version_; }
+  // nvidia-smi's "GPU-..." form from the probe; "" without a device.
+  const std::string& device_uuid() const { return device_uuid_; }
   bool has_device() const { return has_device_; }
 
 private:
   std::unique_ptr<CandidateEvaluator> evaluator_;
   std::unique_ptr<HoldoutRunner> holdout_;
+  std::string device_uuid_;
   std::string device_name_, driver_version_;
   bool has_device_ = false;
 };

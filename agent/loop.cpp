@@ -1,6 +1,8 @@
 #include "agent/loop.h"
 
 #include <chrono>
+#include <tuple>
+
 #include <fmt/core.h>
 
 #include "agent/loop_record.h"
@@ -42,6 +44,7 @@ store::SessionRecord new_session(const LoopOptions& o) {
   s.toolkit_version = o.toolkit_version;
   s.driver_version = o.driver_version;
   s.device_name = o.device_name;
+  s.device_uuid = o.device_uuid;
   s.device_arch = o.device_arch;
   s.params = o.params;
   return s;
@@ -82,6 +85,11 @@ PublicReport format_failure_report(const evaluator::GateResult& format_gate) {
 }
 
 } // namespace
+
+bool freezes_before(const FreezeKey& a, const FreezeKey& b) {
+  return std::make_tuple(!a.clears_noise_floor, -a.speedup, a.restriction_rank, a.iteration) <
+         std::make_tuple(!b.clears_noise_floor, -b.speedup, b.restriction_rank, b.iteration);
+}
 
 int dispatch_restriction_rank(const rmsnorm::Manifest& m) {
   int rank = 0;

@@ -65,6 +65,7 @@ struct LoopOptions {
   std::filesystem::path export_dir;            // promoted artifacts go to export_dir/ID
   std::string kloop_version, kloop_commit;
   std::string device_name, device_arch = "sm_90", driver_version, toolkit_version = "13.0";
+  std::string device_uuid; // "GPU-..." (nvidia-smi form); "" without a device
 };
 
 struct IterationSummary {
@@ -99,5 +100,18 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
 
 // Rank of a manifest's dispatch domain for tie-breaks: lower is simpler (fewer restrictions).
 int dispatch_restriction_rank(const rmsnorm::Manifest& manifest);
+
+// What the freeze step (step 3) orders passing candidates by.
+struct FreezeKey {
+  bool clears_noise_floor = false; // the public benchmark already meets the promotion rule
+  double speedup = 0;              // geometric-mean paired speed-up over the in-tree baseline
+  int restriction_rank = 0;        // dispatch_restriction_rank of the manifest
+  int iteration = 0;               // 0-based
+};
+// True when `a` is frozen in preference to `b`: first a candidate whose public benchmark clears the
+// A/A noise floor (faster somewhere, slower nowhere: the promotion rule, decidable before the
+// holdout), so the one holdout run is not spent on a candidate the public evidence already rules
+// out; then the higher speed-up, the simpler dispatch domain, the earlier iteration.
+bool freezes_before(const FreezeKey& a, const FreezeKey& b);
 
 } // namespace kloop::agent

@@ -79,10 +79,10 @@ std::optional<Frozen> freeze_best(store::Store& store, const store::SessionDetai
       if (const auto* a = c.artifact_of(store::ArtifactKind::kCubin))
         f.cubin = store.blob(a->sha256);
       auto key = [](const Frozen& x) {
-        return std::make_tuple(-x.detail->candidate.speedup.value_or(0.0),
-                               dispatch_restriction_rank(x.manifest), x.iteration);
+        return FreezeKey{clears_noise_floor(x.report), x.detail->candidate.speedup.value_or(0.0),
+                         dispatch_restriction_rank(x.manifest), x.iteration};
       };
-      if (!best || key(f) < key(*best)) best = std::move(f);
+      if (!best || freezes_before(key(f), key(*best))) best = std::move(f);
     }
   }
   return best;

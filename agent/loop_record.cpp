@@ -208,6 +208,17 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
     gr.candidate_id = c.id;
     step.add_gate(gr);
   }
+  // The correctness gate's per-case results (blobified above) also as a case-results artifact:
+  // the receipt's correctness.case_results_uri_and_sha256.
+  if (const auto* g = report.find(evaluator::kGateCorrectness);
+      g && g->evidence.is_object() && g->evidence.contains("raw_case_results")) {
+    store::ArtifactRecord a;
+    a.iteration_id = it.id;
+    a.candidate_id = c.id;
+    a.kind = ArtifactKind::kCaseResults;
+    a.name = "case_results.json";
+    step.add_artifact(a, g->evidence["raw_case_results"].dump());
+  }
   if (evaluation && evaluation->build) {
     const auto& b = *evaluation->build;
     auto artifact = [&](ArtifactKind kind, const char* name, const std::string& bytes) {

@@ -136,6 +136,7 @@ int run_optimize(const OptimizeArgs& a) {
   o.kloop_version = KLOOP_VERSION;
   o.kloop_commit = KLOOP_GIT_COMMIT;
   o.device_name = device.device_name();
+  o.device_uuid = device.device_uuid();
   o.driver_version = device.driver_version();
 
   std::signal(SIGINT, on_sigint);

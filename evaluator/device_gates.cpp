@@ -69,6 +69,15 @@ std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
     correctness.evidence["reference_sha256"] = rmsnorm::contract_sha256();
   }
   if (runs_.size() > 1) correctness.evidence["batches"] = runs_.size();
+  { // every case of every batch, as the worker judged it: the receipt's case-results record (a
+    // "raw_" key: the store keeps it as a blob, not inline)
+    nlohmann::json cases = nlohmann::json::array();
+    for (const GpuRunResult& r : runs_)
+      if (r.result.is_object() && r.result.contains("suite") && r.result["suite"].is_object())
+        for (const auto& one : r.result["suite"].value("cases", nlohmann::json::array()))
+          cases.push_back(one);
+    if (!cases.empty()) correctness.evidence["raw_case_results"] = std::move(cases);
+  }
   std::vector<GateResult> out{correctness};
   if (correctness.status != GateStatus::kPass) {
     for (std::string_view name : {kGateSanitizer, kGateBenchmark, kGateRoofline})

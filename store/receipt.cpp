@@ -43,6 +43,31 @@ json gate_evidence(const CandidateDetail* c, const char* gate, const char* key) 
   return g ? field_or_null(g->evidence, key) : json(nullptr);
 }
 
+// The memory section: a "memory" telemetry row when one was written, else one entry per GPU
+// worker process of the candidate ("device_memory" rows: mode, tool, peak device bytes allocated
+// and in use, host peak RSS), or null when neither exists.
+json memory_report(const CandidateDetail* c) {
+  if (c == nullptr) return nullptr;
+  if (const auto* m = c->telemetry_of("memory")) return m->data;
+  json workers = json::array();
+  for (const auto& t : c->telemetry) {
+    if (t.kind != "device_memory" || !t.data.is_object()) continue;
+    const json dm = t.data.value("device_memory", json::object());
+    json w = {{"mode", field_or_null(t.data, "mode")},
+              {"tool", field_or_null(t.data, "tool")},
+              {"peak_allocated_bytes", field_or_null(dm, "peak_allocated_bytes")},
+              {"peak_used_bytes", field_or_null(dm, "peak_used_bytes")},
+              {"total_bytes", field_or_null(dm, "total_bytes")},
+              {"max_rss_kib", field_or_null(t.data, "max_rss_kib")}};
+    if (t.data.contains("sanitizer_tool")) w["sanitizer_tool"] = t.data["sanitizer_tool"];
+    workers.push_back(std::move(w));
+  }
+  if (workers.empty()) return nullptr;
+  return {{"gpu_worker_processes", workers},
+          {"scope", "per worker process: cudaMalloc peak of the worker's own allocations and "
+                    "peak device memory in use (cudaMemGetInfo), host peak RSS"}};
+}
+
 void collect_nulls(const json& v, const std::string& path, std::vector<std::string>& out) {
   if (v.is_null()) {
     out.push_back(path);
@@ -89,6 +114,10 @@ json build_receipt_payload(const SessionDetail& d, const json& manifest,
     if (const auto* a = c->artifact_of(ArtifactKind::kCubin)) loaded = a->sha256;
     if (const auto* a = c->artifact_of(ArtifactKind::kCaseResults))
       case_results = blob_ref(a->sha256);
+    // The gate's own record of the version (`compute-sanitizer --version`), when the tool-call
+    // rows carry none.
+    if (sanitizer_version.is_null())
+      sanitizer_version = gate_evidence(c, "sanitizer", "tool_version");
   }
   json raw_samples = json::array();
   if (c)
@@ -96,7 +125,7 @@ json build_receipt_payload(const SessionDetail& d, const json& manifest,
       raw_samples.push_back({{"series", b.series},
                              {"uri", blob_ref(b.samples_sha256)["uri"]},
                              {"sha256", b.samples_sha256}});
-  const json memory = c && c->telemetry_of("memory") ? c->telemetry_of("memory")->data : json();
+  const json memory = memory_report(c);
   const json rollout = field_or_null(prom_ev, "rollout");
 
   return {

@@ -92,7 +92,16 @@ std::vector<rmsnorm::CaseSpec> resolve_cases(const json& cases) {
 json device_json(const rmsnorm::DeviceInfo& info) {
   json d = info.to_json();
   cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, 0) == cudaSuccess) d["name"] = p.name;
+  if (cudaGetDeviceProperties(&p, 0) == cudaSuccess) {
+    d["name"] = p.name;
+    // nvidia-smi's form: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx (16 bytes, hex).
+    std::string uuid = "GPU-";
+    for (int i = 0; i < 16; ++i) {
+      if (i == 4 || i == 6 || i == 8 || i == 10) uuid += '-';
+      uuid += fmt::format("{:02x}", static_cast<unsigned char>(p.uuid.bytes[i]));
+    }
+    d["uuid"] = uuid;
+  }
   int drv = 0, rt = 0;
   cudaDriverGetVersion(&drv);
   cudaRuntimeGetVersion(&rt);

@@ -89,6 +89,7 @@ std::int64_t write_fake_iteration(Store& st, std::int64_t session_id, int index,
       if (g == 3)
         gr.evidence = {{"suite_sha256", std::string(64, 'a')},
                        {"reference_sha256", std::string(64, 'b')}};
+      if (g == 4) gr.evidence = {{"tool_version", "2025.3.1.0"}};
       if (g == 5)
         gr.evidence = {{"protocol_sha256", std::string(64, 'c')},
                        {"baseline", "in-tree baseline r1, fp32"},
@@ -106,8 +107,8 @@ std::int64_t write_fake_iteration(Store& st, std::int64_t session_id, int index,
   }
   ToolCallRecord san{.iteration_id = it.id,
                      .candidate_id = c.id,
-                     .tool = "compute-sanitizer",
-                     .tool_version = "2025.3.0",
+                     .tool = "compute-sanitizer", // the loop records no version per run:
+                                                  // the gate's evidence has it (g == 4)
                      .argv = {"compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "1"},
                      .cwd = "/tmp",
                      .exit_code = 0,
@@ -136,10 +137,19 @@ std::int64_t write_fake_iteration(Store& st, std::int64_t session_id, int index,
                          .data = {{"long_scoreboard", 40 + index}, {"barrier", 10}}};
   step.add_telemetry(stalls);
   if (full_evidence) {
-    TelemetryRecord mem{.candidate_id = c.id,
-                        .kind = "memory",
-                        .data = {{"workspace_bytes", 0}, {"live_bytes", 1024}}};
-    step.add_telemetry(mem);
+    // What the loop writes per GPU worker process (agent/loop_record.cpp).
+    for (const char* mode : {"correctness", "benchmark"}) {
+      TelemetryRecord mem{.candidate_id = c.id,
+                          .kind = "device_memory",
+                          .data = {{"mode", mode},
+                                   {"tool", "kloop-gpu-worker"},
+                                   {"device_memory",
+                                    {{"peak_allocated_bytes", 8423936},
+                                     {"peak_used_bytes", 573374464},
+                                     {"total_bytes", 150109880320}}},
+                                   {"max_rss_kib", 129240}}};
+      step.add_telemetry(mem);
+    }
   }
   step.commit();
   return c.id;

@@ -40,7 +40,16 @@ TEST(ReceiptTest, CompleteSessionSignsAndVerifies) {
   EXPECT_EQ(p["approval_identity"]["reviewer"], "alice");
   EXPECT_EQ(p["target"]["gpu_uuid"], "GPU-1234");
   EXPECT_EQ(p["correctness"]["status"], "pass");
-  EXPECT_TRUE(null_fields(p).empty());
+  // Filled from the layout the loop writes: the sanitizer gate's own tool_version, one memory
+  // entry per GPU worker process ("device_memory" rows), the case-results artifact.
+  EXPECT_EQ(p["sanitizers"]["tool_version"], "2025.3.1.0");
+  const auto& mem = p["memory"]["live_reserved_workspace_and_cache_report"];
+  ASSERT_TRUE(mem.contains("gpu_worker_processes")) << mem.dump();
+  ASSERT_EQ(mem["gpu_worker_processes"].size(), 2u);
+  EXPECT_EQ(mem["gpu_worker_processes"][0]["mode"], "correctness");
+  EXPECT_EQ(mem["gpu_worker_processes"][1]["peak_allocated_bytes"], 8423936);
+  EXPECT_TRUE(p["correctness"]["case_results_uri_and_sha256"].contains("uri"));
+  EXPECT_TRUE(null_fields(p).empty()) << p.dump();
   const ReceiptCheck c = verify_receipt(s.receipt, s.registry);
   EXPECT_TRUE(c.ok) << c.message;
   Store st = Store::open(t.path());
