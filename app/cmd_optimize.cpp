@@ -144,6 +144,9 @@ int run_optimize(const OptimizeArgs& a) {
   try {
     r = agent::run_loop(o, *provider, device.evaluator(), device.holdout_runner(), *st, progress,
                         g_cancel);
+  } catch (const store::NoSuchSession& e) { // --resume ID of no session
+    std::fprintf(stderr, "kloop optimize: %s\n", e.what());
+    return kExitUsage;
   } catch (const store::StoreError& e) {
     std::fprintf(stderr, "kloop optimize: %s\n", e.what());
     return kExitCouldNotFinish;

@@ -256,6 +256,10 @@ void register_store_commands(CLI::App& app, int& exit_code) {
     nlohmann::json r;
     try {
       r = store::sign_session_receipt(st, o->id, kp, o->reviewer);
+    } catch (const store::NoSuchSession& e) {
+      std::fprintf(stderr, "kloop receipt sign: %s\n", e.what());
+      *ec = kExitUsage;
+      return;
     } catch (const store::StoreError& e) {
       std::fprintf(stderr, "kloop receipt sign: %s\n", e.what());
       *ec = kExitRejected;

@@ -2,7 +2,11 @@
 // their callbacks store the process exit code in `exit_code` (see ExitCode).
 #pragma once
 
+#include <exception>
+
 #include <CLI/CLI.hpp>
+
+#include "store/error.h"
 
 namespace kloop::app {
 
@@ -13,6 +17,12 @@ enum ExitCode : int {
   kExitUsage = 2,          // usage or contract error (bad flag, bad manifest, bad input file)
   kExitCouldNotFinish = 3, // no device (pending_device_validation), infrastructure fault
 };
+
+// Exit code for an exception that reached main(): a session ID that names no session is a usage
+// error (2); anything else could not finish (3).
+inline int exit_code_of(const std::exception& e) {
+  return dynamic_cast<const store::NoSuchSession*>(&e) ? kExitUsage : kExitCouldNotFinish;
+}
 
 void register_optimize(CLI::App& app, int& exit_code);         // cmd_optimize.cpp
 void register_evaluate(CLI::App& app, int& exit_code);         // cmd_evaluate.cpp

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     return kloop::app::kExitUsage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kloop: %s\n", e.what());
-    return kloop::app::kExitCouldNotFinish;
+    return kloop::app::exit_code_of(e);
   }
   return exit_code;
 }

@@ -39,8 +39,9 @@ struct MutantOutcome {
   std::string detail; // killed: the gate's reason; not-run: why; missed: the failure on the input
   nlohmann::json killing_input; // admissible-missed: the smallest exposing CaseSpec JSON; else null
   double wall_ms = 0;
-  // Wall time per phase in ms ("gates": the public gates incl. the sanitizer; "holdout";
-  // "search": pool batch plus the baseline re-run), only the phases this mutant reached.
+  // Wall time per phase in ms ("gates": the public gates incl. the sanitizer and the wait for a
+  // sanitizer slot; "holdout"; "search": pool batch plus the baseline re-run), only the phases
+  // this mutant reached.
   std::map<std::string, double> phase_ms;
   nlohmann::json to_json() const;
 };

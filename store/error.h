@@ -14,4 +14,11 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+// The session ID names no session of this store: a caller's mistake (the CLI exits 2, usage),
+// not a store fault.
+class NoSuchSession : public StoreError {
+public:
+  using StoreError::StoreError;
+};
+
 } // namespace kloop::store

@@ -52,7 +52,8 @@ json memory_report(const CandidateDetail* c) {
   json workers = json::array();
   for (const auto& t : c->telemetry) {
     if (t.kind != "device_memory" || !t.data.is_object()) continue;
-    const json dm = t.data.value("device_memory", json::object());
+    const json dm = t.data.value("device_memory", json());
+    if (!dm.is_object()) continue; // a worker that left no result (e.g. an ncu run that failed)
     json w = {{"mode", field_or_null(t.data, "mode")},
               {"tool", field_or_null(t.data, "tool")},
               {"peak_allocated_bytes", field_or_null(dm, "peak_allocated_bytes")},
@@ -74,6 +75,9 @@ void collect_nulls(const json& v, const std::string& path, std::vector<std::stri
   } else if (v.is_object()) {
     for (auto it = v.begin(); it != v.end(); ++it)
       collect_nulls(it.value(), path.empty() ? it.key() : path + "." + it.key(), out);
+  } else if (v.is_array()) { // e.g. a sanitizer run without an exit code, a worker without a peak
+    for (std::size_t i = 0; i < v.size(); ++i)
+      collect_nulls(v[i], fmt::format("{}[{}]", path, i), out);
   }
 }
 
@@ -116,8 +120,10 @@ json build_receipt_payload(const SessionDetail& d, const json& manifest,
       case_results = blob_ref(a->sha256);
     // The gate's own record of the version (`compute-sanitizer --version`), when the tool-call
     // rows carry none.
-    if (sanitizer_version.is_null())
-      sanitizer_version = gate_evidence(c, "sanitizer", "tool_version");
+    if (sanitizer_version.is_null()) {
+      const json v = gate_evidence(c, "sanitizer", "tool_version");
+      if (v.is_string() && !v.get<std::string>().empty()) sanitizer_version = v; // "" = unparsed
+    }
   }
   json raw_samples = json::array();
   if (c)

@@ -31,7 +31,9 @@ KeyPair read_secret_key(const std::string& path);
 
 // The receipt payload for session `d` (template fields of the seed); `manifest` is the frozen
 // candidate's manifest.json (null when none). reviewer/key_id fill approval_identity; nullopt
-// leaves them null. Field sources: /work/notes/h3-api.md "What the receipt ... read".
+// leaves them null. Every field comes from the store: the session row, the frozen candidate's gate
+// evidence, tool calls, artifacts and telemetry, and the promotion record (seed, "Preserve a
+// promotion receipt").
 nlohmann::json build_receipt_payload(const SessionDetail& d, const nlohmann::json& manifest,
                                      const std::optional<std::string>& reviewer,
                                      const std::optional<std::string>& key_id);
@@ -40,7 +42,8 @@ nlohmann::json build_receipt_payload(const SessionDetail& d, const nlohmann::jso
 // StoreError when its blob is missing or altered.
 nlohmann::json receipt_manifest(const Store& store, const SessionDetail& d);
 
-// Dotted paths of every null field in `payload` ("target.gpu_uuid"), in document order.
+// Dotted paths of every null field in `payload` ("target.gpu_uuid", list elements as
+// "sanitizers.commands_and_report_hashes[0].exit_code"), in document order.
 std::vector<std::string> null_fields(const nlohmann::json& payload);
 
 // Dotted paths of the rollout fields of `payload` that are missing, not strings or blank

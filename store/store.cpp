@@ -156,7 +156,7 @@ void Store::set_session_param(std::int64_t id, const std::string& key,
   Stmt read = db_.prepare("SELECT params_json FROM sessions WHERE id = ?");
   read.bind(1, id);
   if (!read.step())
-    throw StoreError(
+    throw NoSuchSession(
         fmt::format("store: no session {} in {}; list them with `kloop sessions`", id, dir_));
   nlohmann::json params = nlohmann::json::parse(read.text(0), nullptr, false);
   if (!params.is_object()) params = nlohmann::json::object();

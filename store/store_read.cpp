@@ -266,9 +266,9 @@ SessionDetail Store::load_session(std::int64_t id) {
     Stmt st = db_.prepare(fmt::format("SELECT {} FROM sessions WHERE id = ?", kSessionCols));
     st.bind(1, id);
     if (!st.step())
-      throw StoreError(fmt::format("store: no session {} in {}; list them with `kloop sessions "
-                                   "--store {}`",
-                                   id, dir_, dir_));
+      throw NoSuchSession(fmt::format("store: no session {} in {}; list them with `kloop sessions "
+                                      "--store {}`",
+                                      id, dir_, dir_));
     d.session = read_session(st);
   }
   Stmt its =

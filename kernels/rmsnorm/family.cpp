@@ -176,8 +176,8 @@ const std::vector<Variant>& all_variants() {
         "v16-tauto-b512-c4-shfl-pers-peel-ws",    // + weight staged per alignment phase
         "v16-tauto-b256-c8-shfl-pers-peel-ws",    // + more loads in flight
         "v16-tauto-b256-c4-shfl-pers-peel-ef",    // + evict-first loads of the cached row
-        "v16-tauto-b256-c4-shfl-pers-peel-bl",    // baseline design on aligned calls, peel else
-        "v16-tauto-b256-c4-shfl-pers-peel-ef-bl", // + evict-first loads on the peeled path
+        "v16-tauto-b256-c2-shfl-pers-peel-bl",    // baseline design on aligned calls, peel else
+        "v16-tauto-b256-c2-shfl-pers-peel-ef-bl", // + evict-first loads on the peeled path
     };
     std::vector<Variant> out;
     for (const char* n : names) {

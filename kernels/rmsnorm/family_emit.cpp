@@ -3,6 +3,7 @@
 // (threads-per-row rule, weight staging, register cache, reduction, barriers), then the three
 // extern "C" entries.
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
@@ -219,8 +220,9 @@ std::string emit_body(const Variant& v) {
   const bool stage = v.stage_weight;
   const int c = v.cached_vecs;
   std::string s;
-  // A composite keeps this path out of line: the aligned (baseline) path, inlined into the entry,
-  // then gets the whole register budget, as in the baseline's own kernel.
+  // A composite keeps this path out of line, so the register allocation of the aligned (baseline)
+  // path inlined into the entry stays close to the baseline's own kernel (not identical: the
+  // call adds a stack frame, and rms_f32's spills differ; see family_nvrtc_test).
   s += fmt::format("template <typename T>\n__device__ {} void rms_rows(const T* __restrict__ x, ",
                    v.baseline_aligned ? "__noinline__" : "__forceinline__");
   s += "const T* __restrict__ w, T* __restrict__ y,\n    long long rows, int H, long long xs, "
@@ -380,22 +382,43 @@ __device__ __forceinline__ bool aligned_call(const T* x, const T* w, const T* y,
 }
 )";
 
-// The baseline's device code without its includes and extern "C" entries, for namespace bl.
+// The baseline's device code without its includes and extern "C" entries, for namespace bl: the
+// lines before the first one that starts with `extern "C"`, less the CUDA `#include` lines. Throws
+// std::logic_error when the baseline's layout no longer fits that cut (an entry or a directive
+// would land inside namespace bl, or rms_impl would be missing): the composite must then be
+// re-thought, never emitted wrong.
 std::string baseline_device_code() {
   const std::string_view src = embedded_baseline_source();
   std::string out;
   std::size_t pos = 0;
+  bool cut = false;
   while (pos < src.size()) {
     std::size_t end = src.find('\n', pos);
     if (end == std::string_view::npos) end = src.size();
     const std::string_view line = src.substr(pos, end - pos);
-    if (line.rfind("extern \"C\"", 0) == 0) break;
-    if (line.rfind("#include", 0) != 0) {
+    if (line.rfind("extern \"C\"", 0) == 0) {
+      cut = true;
+      break;
+    }
+    const std::size_t first = line.find_first_not_of(" \t");
+    const std::string_view body = first == std::string_view::npos ? "" : line.substr(first);
+    const bool include = body.rfind("#include <cuda_", 0) == 0;
+    if (!body.empty() && body[0] == '#' && !include && body.rfind("#pragma unroll", 0) != 0)
+      throw std::logic_error("offline family: the embedded baseline has a directive other than a "
+                             "CUDA #include or #pragma unroll (" +
+                             std::string(line) +
+                             "); the composite variant cannot place it in namespace bl");
+    if (!include) {
       out.append(line);
       out.push_back('\n');
     }
     pos = end + 1;
   }
+  if (!cut || out.find("extern \"C\"") != std::string::npos ||
+      out.find("__device__ void rms_impl(") == std::string::npos)
+    throw std::logic_error("offline family: the embedded baseline no longer has its device code "
+                           "(with rms_impl) before its extern \"C\" entries; the composite "
+                           "variant cannot be emitted");
   return out;
 }
 

@@ -197,7 +197,9 @@ PolicyDecision OfflinePolicy::decide(const ReportDigest& d) {
     while (tried(v) && !(v == all_variants().front()));
     moves.emplace_back("fail:safer_neighbour", v);
     if (last_passing_) moves.emplace_back("fail:resubmit_best", *last_passing_);
-  } else if (d.spill_bytes > 0) {
+  } else if (d.spill_bytes > 0 && !prev.baseline_aligned) {
+    // (A composite's entries carry the embedded baseline's own spills; its peeled path is kept
+    // spill-free by its two cached vectors, see tune:baseline_on_aligned.)
     Variant v = prev;
     if (v.cached_vecs > 0)
       v.cached_vecs /= 2;
@@ -220,10 +222,13 @@ PolicyDecision OfflinePolicy::decide(const ReportDigest& d) {
       }
       // Still slower somewhere at the baseline's own block size: run the baseline's design on
       // aligned calls and keep this variant's peeled path for the rest (Variant::baseline_aligned).
+      // The peeled path is then an out-of-line call with the ABI's register budget: at more
+      // than two cached vectors it spills (NVRTC, sm_90), so the composite caches two.
       if (!prev.baseline_aligned && prev.block_threads == 256) {
         Variant v = prev;
         v.baseline_aligned = true;
         v.stage_weight = false;
+        v.cached_vecs = std::min(v.cached_vecs, 2);
         moves.emplace_back("tune:baseline_on_aligned", v);
       }
       if (!prev.evict_first && prev.cached_vecs > 0) {

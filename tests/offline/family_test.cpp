@@ -158,7 +158,7 @@ TEST(OfflineFamily, EvictFirstLoadsOnlyTheCachedPartWithLdcs) {
 }
 
 TEST(OfflineFamily, CompositeRunsTheBaselineDesignOnAlignedCallsAndThePeelElsewhere) {
-  const auto v = variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-ef-bl");
+  const auto v = variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-ef-bl");
   ASSERT_TRUE(v.has_value());
   EXPECT_TRUE(v->baseline_aligned);
   const std::string src = generate(*v).kernel_cu;
@@ -191,7 +191,7 @@ TEST(OfflineFamily, CompositeRunsTheBaselineDesignOnAlignedCallsAndThePeelElsewh
 }
 
 TEST(OfflineFamily, CompositeNeedsTheBaselinesLaunchGeometry) {
-  Variant v = *variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-ef-bl");
+  Variant v = *variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-ef-bl");
   EXPECT_FALSE(validate(v));
   for (auto change : std::vector<std::function<void(Variant&)>>{
            [](Variant& x) { x.block_threads = 512; }, [](Variant& x) { x.vec_bytes = 8; },

@@ -165,6 +165,40 @@ TEST(WorkerMemoryTest, RecorderStoresEveryProcessAndTiesDeviceMemoryToItsRow) {
   EXPECT_NE(text.find("1.000x logical"), std::string::npos) << text;
 }
 
+TEST(WorkerMemoryTest, RecorderKeepsTheCorrectnessCaseResultsAsABlobAndAnArtifact) {
+  TempStore t;
+  store::Store st = store::Store::open(t.dir.string());
+  store::SessionRecord s{.operator_name = "weighted_rmsnorm", .provider = "offline"};
+  st.create_session(s);
+  agent::ProviderRequest request;
+  request.messages = {{"user", "write a kernel"}};
+  agent::ProviderResponse response;
+  response.text = "reply";
+  evaluator::Candidate candidate{"__global__ void k() {}", "{}", 0, 0};
+  const nlohmann::json cases = {{{"case_name", "P5-tiny-row-float32"}, {"pass", true}},
+                                {{"case_name", "P8-offset-float16"}, {"pass", true}}};
+  evaluator::Evaluation ev;
+  ev.report.verdict = evaluator::Verdict::kPass;
+  ev.report.gates = {{"correctness",
+                      evaluator::GateStatus::kPass,
+                      "",
+                      {{"suite", {{"passed", 2}, {"failed", 0}}}, {"raw_case_results", cases}}}};
+  agent::Recorder rec(st);
+  rec.iteration(s.id, 0, request, response, candidate, true, ev, ev.report, 1.0);
+
+  const auto d = st.load_session(s.id);
+  const auto& c = d.iterations.at(0).candidates.at(0);
+  const auto* a = c.artifact_of(store::ArtifactKind::kCaseResults);
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->name, "case_results.json");
+  EXPECT_EQ(nlohmann::json::parse(st.blob(a->sha256)), cases);
+  // Inline, the gate keeps only the blob reference (large evidence goes to blobs).
+  const auto* g = c.gate("correctness");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->evidence["raw_case_results"]["blob"], a->sha256);
+  EXPECT_EQ(g->evidence["suite"]["passed"], 2);
+}
+
 TEST(WorkerMemoryTest, SessionParamRecordsPeakRssAndShowPrintsIt) {
   TempStore t;
   store::Store st = store::Store::open(t.dir.string());

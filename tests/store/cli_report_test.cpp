@@ -66,7 +66,7 @@ TEST(StoreCliTest, SessionsShowCompareVerifyAndReceiptRoundTrip) {
   EXPECT_EQ(nlohmann::json::parse(cmp.out)["groups"][0]["sessions"][0]["iterations_to_first_pass"],
             3);
   EXPECT_EQ(sh(cli + "store verify --store " + s).rc, 0);
-  EXPECT_EQ(sh(cli + "show 9 --store " + s).rc, 3); // unknown id: clear error
+  EXPECT_EQ(sh(cli + "show 9 --store " + s).rc, 2); // unknown id: a usage error, clearly named
   // Receipt: generate a key, sign, verify; a tampered receipt fails with exit 1.
   const Proc gen = sh(cli + "keys generate --out " + t.path() + "/key.json");
   ASSERT_EQ(gen.rc, 0) << gen.out;

@@ -131,6 +131,19 @@ TEST(ReceiptTest, NullFieldRefusesToSignAndListsTheFields) {
   EXPECT_TRUE(st.load_session(id).receipts.empty());
 }
 
+TEST(ReceiptTest, NullsInsideListsAlsoBlockSigning) {
+  TempDir t;
+  Store st = Store::open(t.path());
+  const auto id = testing::write_fake_session(st, 1);
+  const SessionDetail d = st.load_session(id);
+  nlohmann::json p = build_receipt_payload(d, receipt_manifest(st, d), "alice", "k1");
+  ASSERT_TRUE(null_fields(p).empty()) << p.dump();
+  p["sanitizers"]["commands_and_report_hashes"][0]["exit_code"] = nullptr; // killed by a signal
+  const auto nulls = null_fields(p);
+  ASSERT_EQ(nulls.size(), 1u);
+  EXPECT_EQ(nulls[0], "sanitizers.commands_and_report_hashes[0].exit_code");
+}
+
 TEST(ReceiptTest, KeyFileIsPrivateAndRoundTrips) {
   TempDir t;
   const KeyPair kp = generate_keypair();

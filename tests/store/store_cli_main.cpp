@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
     return e.get_exit_code() == 0 ? 0 : kloop::app::kExitUsage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kloop: %s\n", e.what());
-    return kloop::app::kExitCouldNotFinish;
+    return kloop::app::exit_code_of(e);
   }
   return exit_code;
 }
