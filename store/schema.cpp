@@ -112,6 +112,12 @@ void migrate(Db& db, bool writable) {
         "--store",
         version, schema_version()));
   if (version == schema_version()) return;
+  if (!writable && version == 0 && tables == 0)
+    throw StoreError(
+        fmt::format("store: {} is an empty database (no kloop tables, e.g. a zero-byte "
+                    "file): nothing is stored there yet; point --store at a store "
+                    "that `kloop optimize` wrote, or remove the empty file",
+                    db.label()));
   if (!writable)
     throw StoreError(fmt::format("store: {} has schema version {} and needs migrating to {}, but "
                                  "the store is read-only; open it writable once",

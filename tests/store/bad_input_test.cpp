@@ -56,6 +56,16 @@ TEST(StoreBadInputTest, ForeignSqliteFileIsRefused) {
   EXPECT_NE(msg.find("another --store"), std::string::npos) << msg;
 }
 
+TEST(StoreBadInputTest, ZeroByteDatabaseOpenedForReadingSaysItIsEmpty) {
+  TempDir t;
+  std::ofstream(t.path() + "/kloop.db", std::ios::binary).flush(); // 0 bytes
+  const std::string msg = open_error(t.path(), OpenMode::kReadOnly);
+  EXPECT_NE(msg.find("empty database"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("migrating"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("kloop optimize"), std::string::npos) << msg;
+  EXPECT_EQ(open_error(t.path()), ""); // writable: it becomes a new, empty store
+}
+
 TEST(StoreBadInputTest, NewerSchemaIsRefusedNamingBothVersions) {
   TempDir t;
   { Store st = Store::open(t.path()); }
