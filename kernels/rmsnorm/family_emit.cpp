@@ -339,34 +339,28 @@ std::string emit_body(const Variant& v) {
 // registers at 65536 / resident_threads per thread. 1024 resident threads (64 registers) keep
 // enough loads in flight for HBM3e and keep ptxas from the 32-register target that spilled the
 // float32 two-pass body; caches of more than 16 (24) registers get 768 (512) resident threads,
-// i.e. 85 (128) registers, so they do not spill.
+// i.e. 85 (128) registers, so they do not spill. A composite (Variant::baseline_aligned) sends
+// aligned calls to the baseline's rms_impl and the rest to this variant's peeled path.
 std::string emit_entry(const char* name, const char* type, const Variant& v) {
   const int cache_regs = v.cached_vecs * std::max(1, v.vec_bytes / 4);
   const int resident = cache_regs > 24 ? 512 : cache_regs > 16 ? 768 : 1024;
-  const int block_threads = v.block_threads;
-  return fmt::format(
-      "extern \"C\" __global__ void __launch_bounds__({2}, {3}) {0}(const {1}* x, const {1}* "
-      "weight, "
-      "{1}* y,\n    long long rows, int H, long long x_row_stride, long long y_row_stride, "
-      "float eps) {{\n  kl::rms_rows<{1}>(x, weight, y, rows, H, x_row_stride, y_row_stride, "
-      "eps);\n}}\n",
-      name, type, block_threads, std::max(1, resident / block_threads));
-}
-
-// The composite entry (Variant::baseline_aligned): aligned calls run the baseline's rms_impl,
-// the rest this variant's peeled path.
-std::string emit_composite_entry(const char* name, const char* type, const Variant& v) {
-  const int cache_regs = v.cached_vecs * std::max(1, v.vec_bytes / 4);
-  const int resident = cache_regs > 24 ? 512 : cache_regs > 16 ? 768 : 1024;
+  const std::string body =
+      v.baseline_aligned
+          ? fmt::format(
+                "  if (kl::aligned_call(x, weight, y, x_row_stride, y_row_stride))  // uniform per "
+                "launch\n"
+                "    bl::rms_impl<{0}>(x, weight, y, rows, H, x_row_stride, y_row_stride, eps);\n"
+                "  else\n"
+                "    kl::rms_rows<{0}>(x, weight, y, rows, H, x_row_stride, y_row_stride, eps);\n",
+                type)
+          : fmt::format(
+                "  kl::rms_rows<{0}>(x, weight, y, rows, H, x_row_stride, y_row_stride, eps);\n",
+                type);
   return fmt::format(
       "extern \"C\" __global__ void __launch_bounds__({2}, {3}) {0}(const {1}* x, const {1}* "
       "weight, {1}* y,\n    long long rows, int H, long long x_row_stride, long long y_row_stride, "
-      "float eps) {{\n"
-      "  if (kl::aligned_call(x, weight, y, x_row_stride, y_row_stride))  // uniform per launch\n"
-      "    bl::rms_impl<{1}>(x, weight, y, rows, H, x_row_stride, y_row_stride, eps);\n"
-      "  else\n"
-      "    kl::rms_rows<{1}>(x, weight, y, rows, H, x_row_stride, y_row_stride, eps);\n}}\n",
-      name, type, v.block_threads, std::max(1, resident / v.block_threads));
+      "float eps) {{\n{4}}}\n",
+      name, type, v.block_threads, std::max(1, resident / v.block_threads), body);
 }
 
 constexpr const char* kAlignedCall =
@@ -448,10 +442,6 @@ std::string emit_kernel_source(const Variant& v) {
          "namespace bl {\n";
     s += baseline_device_code();
     s += "}  // namespace bl\n\n";
-    s += emit_composite_entry("rms_f32", "float", v);
-    s += emit_composite_entry("rms_f16", "__half", v);
-    s += emit_composite_entry("rms_bf16", "__nv_bfloat16", v);
-    return s;
   }
   s += emit_entry("rms_f32", "float", v);
   s += emit_entry("rms_f16", "__half", v);
