@@ -16,6 +16,22 @@ std::string worker_of(const WorkerBackendOptions& o) {
   return o.gpu_worker.empty() ? evaluator::worker_path("kloop-gpu-worker") : o.gpu_worker;
 }
 
+// Holds one sanitizer slot for its lifetime (none when `slots` is null).
+class SlotHold {
+public:
+  explicit SlotHold(SanitizerSlots* slots) : slots_(slots) {
+    if (slots_) slots_->acquire();
+  }
+  ~SlotHold() {
+    if (slots_) slots_->release();
+  }
+  SlotHold(const SlotHold&) = delete;
+  SlotHold& operator=(const SlotHold&) = delete;
+
+private:
+  SanitizerSlots* slots_;
+};
+
 GateResult skipped(std::string_view name, const std::string& why) {
   return GateResult{std::string(name), GateStatus::kNotRun,
                     std::string(kSkippedPrefix) + ": " + why, nlohmann::json::object()};
@@ -45,14 +61,10 @@ std::vector<GateResult> CorrectnessSanitizerGates::run(const evaluator::BuiltCan
   evaluator::GpuGatesOptions go; // the gate itself is GpuWorkerGates' (evaluator/device_gates.h)
   go.runner.worker = worker_of(options_);
   go.sanitizer_deadline = options_.sanitizer_deadline;
-  if (slots_) slots_->acquire();
-  try {
+  {
+    SlotHold hold(slots_.get()); // released on every exit, exceptions included
     out.push_back(evaluator::sanitizer_gate(built, go));
-  } catch (...) {
-    if (slots_) slots_->release();
-    throw;
   }
-  if (slots_) slots_->release();
   const std::string why = "timing is not part of the mutation analysis (--with-benchmark runs it)";
   out.push_back(skipped(evaluator::kGateBenchmark, why));
   out.push_back(skipped(evaluator::kGateRoofline, why));
