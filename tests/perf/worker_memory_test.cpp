@@ -89,9 +89,8 @@ evaluator::ToolCall process(std::vector<std::string> argv, nlohmann::json detail
   return c;
 }
 
-TEST(WorkerMemoryTest, RecorderStoresEveryProcessAndTiesDeviceMemoryToItsRow) {
-  TempStore t;
-  store::Store st = store::Store::open(t.dir.string());
+// One iteration of a new session recorded through the loop's Recorder; returns the session id.
+std::int64_t record_one_iteration(store::Store& st, const evaluator::Evaluation& ev) {
   store::SessionRecord s{.operator_name = "weighted_rmsnorm", .provider = "offline"};
   st.create_session(s);
   agent::ProviderRequest request;
@@ -99,7 +98,15 @@ TEST(WorkerMemoryTest, RecorderStoresEveryProcessAndTiesDeviceMemoryToItsRow) {
   request.messages = {{"user", "write a kernel"}};
   agent::ProviderResponse response;
   response.text = "reply";
-  evaluator::Candidate candidate{"__global__ void k() {}", "{}", 0, 0};
+  const evaluator::Candidate candidate{"__global__ void k() {}", "{}", 0, 0};
+  agent::Recorder rec(st);
+  rec.iteration(s.id, 0, request, response, candidate, true, ev, ev.report, 1.5);
+  return s.id;
+}
+
+TEST(WorkerMemoryTest, RecorderStoresEveryProcessAndTiesDeviceMemoryToItsRow) {
+  TempStore t;
+  store::Store st = store::Store::open(t.dir.string());
   evaluator::Evaluation ev;
   ev.report.verdict = evaluator::Verdict::kReject;
   ev.report.gates = {{"roofline",
@@ -129,10 +136,7 @@ TEST(WorkerMemoryTest, RecorderStoresEveryProcessAndTiesDeviceMemoryToItsRow) {
                {"sanitizer_tool", "memcheck"},
                {"device_memory", nullptr}},
               120000)};
-  agent::Recorder rec(st);
-  rec.iteration(s.id, 0, request, response, candidate, true, ev, ev.report, 1.5);
-
-  const auto d = st.load_session(s.id);
+  const auto d = st.load_session(record_one_iteration(st, ev));
   ASSERT_EQ(d.iterations.size(), 1u);
   ASSERT_EQ(d.iterations[0].candidates.size(), 1u);
   const auto& c = d.iterations[0].candidates[0];
@@ -168,13 +172,6 @@ TEST(WorkerMemoryTest, RecorderStoresEveryProcessAndTiesDeviceMemoryToItsRow) {
 TEST(WorkerMemoryTest, RecorderKeepsTheCorrectnessCaseResultsAsABlobAndAnArtifact) {
   TempStore t;
   store::Store st = store::Store::open(t.dir.string());
-  store::SessionRecord s{.operator_name = "weighted_rmsnorm", .provider = "offline"};
-  st.create_session(s);
-  agent::ProviderRequest request;
-  request.messages = {{"user", "write a kernel"}};
-  agent::ProviderResponse response;
-  response.text = "reply";
-  evaluator::Candidate candidate{"__global__ void k() {}", "{}", 0, 0};
   const nlohmann::json cases = {{{"case_name", "P5-tiny-row-float32"}, {"pass", true}},
                                 {{"case_name", "P8-offset-float16"}, {"pass", true}}};
   evaluator::Evaluation ev;
@@ -183,10 +180,7 @@ TEST(WorkerMemoryTest, RecorderKeepsTheCorrectnessCaseResultsAsABlobAndAnArtifac
                       evaluator::GateStatus::kPass,
                       "",
                       {{"suite", {{"passed", 2}, {"failed", 0}}}, {"raw_case_results", cases}}}};
-  agent::Recorder rec(st);
-  rec.iteration(s.id, 0, request, response, candidate, true, ev, ev.report, 1.0);
-
-  const auto d = st.load_session(s.id);
+  const auto d = st.load_session(record_one_iteration(st, ev));
   const auto& c = d.iterations.at(0).candidates.at(0);
   const auto* a = c.artifact_of(store::ArtifactKind::kCaseResults);
   ASSERT_NE(a, nullptr);
