@@ -71,11 +71,20 @@ export PATH=/usr/local/cuda/bin:$PATH
 
 # The main job first, on an idle GPU: `kloop optimize rmsnorm --budget 5` (OPTIMIZE_BUDGET, 0 to
 # skip) with a fresh store under $out; then the promoted kernel against torch (compare_torch.py).
-if [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
-  store=/tmp/kloop-device-store
+# STORE_TGZ=path (an optimize.tgz an earlier run brought back, put in the bundle) skips the
+# optimize run and runs the steps after it (torch comparison, torch export) on that store's session.
+store=/tmp/kloop-device-store
+opt=/tmp/kloop-device-opt
+reuse=0
+if [ -n "${STORE_TGZ:-}" ]; then
+  rm -rf "$store" "$opt"
+  tar xzf "$STORE_TGZ" -C /tmp && reuse=1
+  rm -rf "$opt/torch"
+  echo "reusing the store of $STORE_TGZ (no optimize run)" >"$out/optimize.txt"
+fi
+if [ "$reuse" = 0 ] && [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
   rm -rf "$store"
   start=$(date +%s)
-  opt=/tmp/kloop-device-opt
   rm -rf "$opt" && mkdir -p "$opt"
   timer=""; [ -x /usr/bin/time ] && timer="/usr/bin/time -v"
   # RUNPATH is not transitive: libcurl's own dependencies are found through LD_LIBRARY_PATH.
@@ -88,6 +97,8 @@ if [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
   "$bundle/bin/kloop" report 1 --html "$opt/report.html" --store "$store" >/dev/null 2>&1
   du -sh "$store" >>"$out/optimize.txt"
   unset LD_LIBRARY_PATH  # python3/torch must not load the bundled Debian libraries
+fi
+if [ "$reuse" = 1 ] || [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
   promoted=$(ls -d "$store"/exports/session-* 2>/dev/null | head -1)
   if [ -n "$promoted" ] && [ "${COMPARE_TORCH:-1}" = 1 ]; then
     PYTHONUNBUFFERED=1 timeout "${COMPARE_TIMEOUT:-120}" python3 bench/compare_torch.py "$promoted" \
@@ -173,7 +184,7 @@ PY
 fi
 
 # Issue #9: mutation analysis of the evaluator (CHECKER_COVERAGE=record writes a new record into
-# $out/checker.tgz; =check fails the run when the score fell below the checked-in record, with
+# $out/checker.tgz; =run runs the selection of CC_ARGS without a record; =check fails the run when the score fell below the checked-in record, with
 # the record's selection; 0, the default, skips it: gpu_checker_coverage_test below is the same
 # check; CC_ARGS adds flags). The recorded selection took 448 s on the H200 (2026-11-29 run 4).
 cc=${CHECKER_COVERAGE:-0}
@@ -181,6 +192,7 @@ if [ "$cc" != 0 ]; then
   ccdir=/tmp/kloop-checker
   rm -rf "$ccdir" && mkdir -p "$ccdir"
   if [ "$cc" = record ]; then ccflag=(--record "$ccdir/checker_coverage_record.json")
+  elif [ "$cc" = run ]; then ccflag=() # the selection of CC_ARGS alone; no record read or written
   else
     # the record's own selection, or --check-record refuses the run as a different selection
     rec=tests/gpu/checker_coverage_record.json

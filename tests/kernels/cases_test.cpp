@@ -148,6 +148,19 @@ TEST(CasesTest, PublicSuiteCoversRequiredFamiliesForAllDtypesAndStaysModest) {
     EXPECT_TRUE(names.count(fmt::format("transposed-7x1009-{}", dtype_name(d))));
     EXPECT_TRUE(names.count(fmt::format("empty-3x0x4096-{}", dtype_name(d))));
   }
+  // Per dtype, a strided case with more rows than a persistent grid has blocks (132 SMs x 32),
+  // 16-byte-aligned row strides (vector paths run), a width that is no power of two and eps !=
+  // 1e-5.
+  for (DType d : kAllDTypes) {
+    bool found = false;
+    for (const auto& c : cases) {
+      const std::int64_t stride_bytes = (c.h + c.gap) * static_cast<std::int64_t>(dtype_bytes(d));
+      found |= c.dtype == d && c.layout == LayoutKind::kSlicedGaps && c.rows() > 132 * 32 &&
+               c.gap > 0 && stride_bytes % 16 == 0 && (c.h & (c.h - 1)) != 0 &&
+               c.h * static_cast<std::int64_t>(dtype_bytes(d)) > 2048 && c.eps.value >= 0.5;
+    }
+    EXPECT_TRUE(found) << dtype_name(d);
+  }
   EXPECT_EQ(public_cases(7), cases); // reproducible from the seed
 }
 

@@ -219,8 +219,11 @@ def main():
     def compiled():
         torch._dynamo.reset()
 
+        # Scaling by 2 is exact in binary floating point, so the comparison with the reference
+        # keeps the op's own error (an added constant would cancel digits: y + 1 with y near -1
+        # turns a 1-ulp difference of y into a 1 % relative difference of the sum).
         def block(x, w):
-            return K.weighted_rmsnorm(x * 1.5, w, eps) + 1.0
+            return K.weighted_rmsnorm(x * 1.5, w, eps) * 2.0
 
         fn = torch.compile(block)
         out = []
@@ -229,9 +232,12 @@ def main():
             w = torch.randn(h_fit, device=dev).to(dtype)
             K.reset_stats()
             got = fn(x, w)
+            # The compiled graph calls the same kernel on the same inputs as eager mode: same bits.
+            eager = block(x, w)
+            assert same_bits(got, eager), f"{dtype}: torch.compile output differs from eager mode"
             atol, rtol = tol(dtype)
-            want = K.reference(x * 1.5, w, eps) + 1.0
-            torch.testing.assert_close(got, want, atol=atol * 4, rtol=rtol * 4)
+            want = K.reference(x * 1.5, w, eps) * 2.0
+            torch.testing.assert_close(got, want, atol=atol * 2, rtol=rtol)
             out.append(f"{_dispatch.DTYPE_NAMES[dtype]}: {K.stats()['specialisations']}")
         return "; ".join(out)
 
