@@ -139,6 +139,25 @@ std::string_view speed_decision_name(SpeedDecision d) {
   return "indistinguishable";
 }
 
+GeomeanSpeedup geomean_speedup(std::span<const PairedRatio> ratios) {
+  if (ratios.empty()) throw std::invalid_argument("geomean_speedup: no paired ratios");
+  constexpr double kZ95 = 1.959963984540054; // two-sided 95 % normal quantile
+  double log_sum = 0, var_sum = 0;
+  for (const PairedRatio& r : ratios) {
+    if (!(r.ratio > 0 && r.ci.lo > 0 && r.ci.hi >= r.ci.lo)) {
+      throw std::invalid_argument(
+          "geomean_speedup: a ratio or its interval is not positive (a measurement defect)");
+    }
+    log_sum -= std::log(r.ratio);
+    const double sigma = std::log(r.ci.hi / r.ci.lo) / (2.0 * kZ95);
+    var_sum += sigma * sigma;
+  }
+  const double n = static_cast<double>(ratios.size());
+  const double mean = log_sum / n;
+  const double half = kZ95 * std::sqrt(var_sum) / n;
+  return {std::exp(mean), {std::exp(mean - half), std::exp(mean + half)}};
+}
+
 SpeedDecision decide_speed(const PairedRatio& r, double floor) {
   if (r.ci.hi < 1.0 - floor) return SpeedDecision::kFaster;
   if (r.ci.lo > 1.0 + floor) return SpeedDecision::kSlower;

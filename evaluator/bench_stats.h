@@ -75,6 +75,18 @@ PairedRatio paired_ratio(std::span<const double> candidate, std::span<const doub
 // max(1 - ci.lo, ci.hi - 1, |ratio - 1|), never negative.
 double noise_floor(const PairedRatio& aa);
 
+// Geometric mean of the speed-ups (1 / ratio) of several paired ratios, one per shape/state of a
+// sweep, with an approximate 95 % interval: each state's bootstrap interval is read as a normal
+// error on the log scale (sigma_i = ln(ci.hi / ci.lo) / (2 * 1.96)), the states' errors as
+// independent, so the log of the geometric mean has standard error sqrt(sum sigma_i^2) / n (delta
+// method). It describes measurement noise for this fixed set of states, not variation over
+// shapes. Throws std::invalid_argument when `ratios` is empty or a ratio or bound is not positive.
+struct GeomeanSpeedup {
+  double speedup = 0; // exp(mean ln(1 / ratio_i)); > 1: the candidate is faster
+  Interval ci;        // in speed-up units (lo <= speedup <= hi)
+};
+GeomeanSpeedup geomean_speedup(std::span<const PairedRatio> ratios);
+
 enum class SpeedDecision { kFaster, kSlower, kIndistinguishable };
 std::string_view speed_decision_name(SpeedDecision d); // "faster", "slower", "indistinguishable"
 

@@ -50,7 +50,7 @@ DType shape_dtype(const json& shape, const std::string& where) {
 
 // Stats of one cache state of one shape.
 json state_summary(const json& state, const std::string& where, bench::SpeedDecision* decision,
-                   double* speedup) {
+                   bench::PairedRatio* vs_baseline) {
   const auto cand = samples(state, "candidate_kernel", where);
   const auto base = samples(state, "baseline_kernel", where);
   json out{{"state", state.value("state", std::string("?"))},
@@ -86,7 +86,7 @@ json state_summary(const json& state, const std::string& where, bench::SpeedDeci
   }
   out["noise_floor"] = floor;
   *decision = bench::decide_speed(vs_base, floor);
-  *speedup = 1.0 / vs_base.ratio;
+  *vs_baseline = vs_base;
   out["decision"] = bench::speed_decision_name(*decision);
   int throttled = 0;
   for (const auto& b : state.value("batches", json::array()))
@@ -130,8 +130,7 @@ GateResult benchmark_gate(const json& r) {
   g.name = std::string(kGateBenchmark);
   json shapes_out = json::array();
   int faster = 0, slower = 0, same = 0, throttled = 0;
-  double log_speedup_sum = 0;
-  int speedup_count = 0;
+  std::vector<bench::PairedRatio> vs_baseline; // one per measured state, for the geometric mean
   std::string first_failure;
   for (const auto& shape : need(r, "shapes", "benchmark")) {
     const std::string where = shape_name(shape);
@@ -146,9 +145,9 @@ GateResult benchmark_gate(const json& r) {
         }
       }
       bench::SpeedDecision d{};
-      double speedup = 0;
+      bench::PairedRatio ratio;
       try {
-        json s = state_summary(state, swhere, &d, &speedup);
+        json s = state_summary(state, swhere, &d, &ratio);
         s["output_checks"] = state.value("output_checks", json::array());
         s["input_sets"] = state.value("input_sets", 1);
         s["blocker_timeouts"] = state.value("blocker_timeouts", 0);
@@ -161,8 +160,7 @@ GateResult benchmark_gate(const json& r) {
       (d == bench::SpeedDecision::kFaster   ? faster
        : d == bench::SpeedDecision::kSlower ? slower
                                             : same)++;
-      log_speedup_sum += std::log(speedup);
-      ++speedup_count;
+      vs_baseline.push_back(ratio);
     }
     shapes_out.push_back({{"rows", shape.value("rows", 0LL)},
                           {"h", shape.value("h", 0LL)},
@@ -170,6 +168,8 @@ GateResult benchmark_gate(const json& r) {
                           {"shape_class", shape.value("shape_class", std::string())},
                           {"states", states}});
   }
+  const bench::GeomeanSpeedup geomean =
+      vs_baseline.empty() ? bench::GeomeanSpeedup{} : bench::geomean_speedup(vs_baseline);
   g.evidence = {{"device", r.value("device", json::object())},
                 {"telemetry", r.value("telemetry", json::object())},
                 {"protocol", r.value("protocol", json::object())},
@@ -182,8 +182,11 @@ GateResult benchmark_gate(const json& r) {
                   {"slower", slower},
                   {"indistinguishable", same},
                   {"throttled_batches", throttled},
-                  {"geomean_speedup_vs_baseline",
-                   speedup_count ? std::exp(log_speedup_sum / speedup_count) : 0.0},
+                  {"geomean_speedup_vs_baseline", geomean.speedup},
+                  // Approximate 95 % interval of that geometric mean from the states' bootstrap
+                  // intervals (bench::geomean_speedup: measurement noise of this set of states).
+                  {"geomean_ci_lo", geomean.ci.lo},
+                  {"geomean_ci_hi", geomean.ci.hi},
                   // The promotion rule's speed condition: every per-state decision already
                   // compares the paired ratio's interval with that state's A/A noise floor
                   // (bench::decide_speed), so a claimed speed-up needs at least one shape/state
@@ -192,7 +195,7 @@ GateResult benchmark_gate(const json& r) {
   if (!first_failure.empty()) {
     g.status = GateStatus::kFail;
     g.reason = first_failure;
-  } else if (speedup_count == 0) {
+  } else if (vs_baseline.empty()) {
     g.status = GateStatus::kNotRun;
     g.reason = "the worker measured no shape";
   } else {

@@ -93,6 +93,32 @@ TEST(BenchStatsTest, ClearSpeedupIsFasterAndAaRunIsIndistinguishable) {
   EXPECT_EQ(decide_speed(paired_ratio(base, cand), floor), SpeedDecision::kSlower);
 }
 
+TEST(BenchStatsTest, GeomeanSpeedupPropagatesTheStatesIntervalsOnTheLogScale) {
+  // Exact ratios: speed-ups 2 and 0.5 have geometric mean 1 and a zero-width interval.
+  const std::vector<PairedRatio> exact{{0.5, {0.5, 0.5}, 10}, {2.0, {2.0, 2.0}, 10}};
+  const GeomeanSpeedup e = geomean_speedup(exact);
+  EXPECT_DOUBLE_EQ(e.speedup, 1.0);
+  EXPECT_DOUBLE_EQ(e.ci.lo, 1.0);
+  EXPECT_DOUBLE_EQ(e.ci.hi, 1.0);
+  // Two states at ratio 0.8 with the interval [0.78, 0.82]: sigma = ln(0.82/0.78) / 3.92 each,
+  // half-width of the mean of logs = 1.96 * sqrt(2) * sigma / 2.
+  const PairedRatio r{0.8, {0.78, 0.82}, 40};
+  const std::vector<PairedRatio> two{r, r};
+  const GeomeanSpeedup g2 = geomean_speedup(two);
+  const double sigma = std::log(0.82 / 0.78) / (2 * 1.959963984540054);
+  const double half2 = 1.959963984540054 * std::sqrt(2.0) * sigma / 2;
+  EXPECT_NEAR(g2.speedup, 1.25, 1e-12);
+  EXPECT_NEAR(g2.ci.lo, 1.25 * std::exp(-half2), 1e-12);
+  EXPECT_NEAR(g2.ci.hi, 1.25 * std::exp(half2), 1e-12);
+  // Eight such states: the interval narrows by sqrt(8 / 2) = 2 on the log scale.
+  const std::vector<PairedRatio> eight(8, r);
+  const GeomeanSpeedup g8 = geomean_speedup(eight);
+  EXPECT_NEAR(std::log(g8.ci.hi / g8.speedup), half2 / 2, 1e-12);
+  EXPECT_THROW(geomean_speedup(std::vector<PairedRatio>{}), std::invalid_argument);
+  EXPECT_THROW(geomean_speedup(std::vector<PairedRatio>{{0.8, {0.0, 0.9}, 4}}),
+               std::invalid_argument);
+}
+
 TEST(BenchStatsTest, SpeedupInsideTheNoiseFloorIsNotClaimed) {
   // A 1% gain measured with an A/A floor of 3% must not count as faster.
   PairedRatio r{0.99, {0.985, 0.995}, 50};

@@ -1,5 +1,6 @@
 // Unit tests of the benchmark and roofline gates (evaluator/perf_gates.h) on canned worker
 // benchmark results with synthetic samples.
+#include <cmath>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -60,6 +61,22 @@ TEST(PerfGatesTest, FasterCandidateIsDecidedFasterWithNoiseFloorAndClasses) {
   EXPECT_TRUE(s.contains("candidate_wrapper_median_ms"));
   EXPECT_EQ(g.evidence["summary"]["faster"], 1);
   EXPECT_EQ(g.evidence["shapes"][0]["shape_class"], "streaming");
+}
+
+TEST(PerfGatesTest, SummaryCarriesTheGeometricMeanSpeedupWithAnInterval) {
+  // Two shapes, 1.2x and 1.0x: geometric mean sqrt(1.2) = 1.095, inside its own interval, and the
+  // interval is what loop_record stores as the candidate's speedup_lo / speedup_hi.
+  const json r = result(
+      {shape(65536, 4096, "bfloat16", 0.30, 0.36), shape(16384, 4096, "bfloat16", 0.09, 0.09)});
+  const GateResult g = benchmark_gate(r);
+  ASSERT_EQ(g.status, GateStatus::kPass) << g.reason;
+  const json& sum = g.evidence["summary"];
+  const double gm = sum["geomean_speedup_vs_baseline"].get<double>();
+  EXPECT_NEAR(gm, std::sqrt(1.2), 0.02);
+  const double lo = sum["geomean_ci_lo"].get<double>(), hi = sum["geomean_ci_hi"].get<double>();
+  EXPECT_LT(lo, gm);
+  EXPECT_GT(hi, gm);
+  EXPECT_LT(hi - lo, 0.05); // 1 % noise per sample, 80 samples per path
 }
 
 TEST(PerfGatesTest, TimedOutputMismatchFailsTheBenchmark) {
