@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include "app/commands.h"
 #include "app/show_resources.h"
@@ -160,14 +161,22 @@ int cmd_replay(const Opts& o) {
         line += fmt::format(", now {}{}", store::name(*r.now), r.changed ? " (CHANGED)" : "");
       for (const auto& g : r.changed_gates)
         line += "; " + g;
+      if (!r.not_rerun_gates.empty())
+        line += fmt::format("; {} gate(s) not re-run here: {}", r.not_rerun_gates.size(),
+                            fmt::join(r.not_rerun_gates, "; "));
       if (fn && !r.error.empty()) line += "; error: " + r.error;
       print(line + "\n");
     }
   }
   if (!fn) return kExitCouldNotFinish;
-  for (const auto& r : rows)
+  bool partial = false;
+  for (const auto& r : rows) {
     if (r.changed) return kExitRejected;
-  return kExitOk;
+    partial |= !r.not_rerun_gates.empty() || !r.error.empty();
+  }
+  // Gates that could not run here (no GPU) or a candidate that could not be re-evaluated: the
+  // replay did not re-check everything, so it could not finish (3), as optimize without a device.
+  return partial ? kExitCouldNotFinish : kExitOk;
 }
 
 } // namespace

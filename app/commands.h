@@ -2,7 +2,11 @@
 // their callbacks store the process exit code in `exit_code` (see ExitCode).
 #pragma once
 
+#include <cstdio>
 #include <exception>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -22,6 +26,23 @@ enum ExitCode : int {
 // error (2); anything else could not finish (3).
 inline int exit_code_of(const std::exception& e) {
   return dynamic_cast<const store::NoSuchSession*>(&e) ? kExitUsage : kExitCouldNotFinish;
+}
+
+// Reports an exception that reached main() and returns its exit code (exit_code_of): the message
+// goes to stderr as "kloop: <what>"; when the command line has --json, stdout also gets one JSON
+// document {"error": <what>, "exit_code": <code>}, so a script that parses stdout sees the error
+// instead of empty output.
+inline int report_error(const std::exception& e, int argc, const char* const* argv) {
+  const int code = exit_code_of(e);
+  std::fprintf(stderr, "kloop: %s\n", e.what());
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") break;
+    if (std::string_view(argv[i]) == "--json") {
+      std::printf("%s\n", nlohmann::json{{"error", e.what()}, {"exit_code", code}}.dump().c_str());
+      break;
+    }
+  }
+  return code;
 }
 
 void register_optimize(CLI::App& app, int& exit_code);         // cmd_optimize.cpp

@@ -48,14 +48,22 @@ std::vector<ReplayRow> replay_session(Store& store, std::int64_t session_id,
       try {
         const ReplayOutcome out = (*reevaluate)(in);
         row.now = out.verdict;
-        row.changed = out.verdict != c.candidate.verdict;
         for (const auto& g : out.gates) {
           const GateRecord* old = c.gate(g.name);
           const std::string before = old ? std::string(name(old->status)) : "absent";
-          if (before != name(g.status))
+          if (before == name(g.status)) continue;
+          if (g.status == GateCode::kNotRun && old != nullptr) {
+            row.not_rerun_gates.push_back(
+                fmt::format("{}: recorded {}, not re-run{}", g.name, before,
+                            g.reason.empty() ? std::string() : " (" + g.reason + ")"));
+          } else {
             row.changed_gates.push_back(
                 fmt::format("{}: {} -> {}", g.name, before, name(g.status)));
+          }
         }
+        row.changed =
+            !row.changed_gates.empty() || (out.verdict != c.candidate.verdict &&
+                                           out.verdict != VerdictCode::kPendingDeviceValidation);
       } catch (const std::exception& e) {
         row.error = e.what();
       }
@@ -74,6 +82,7 @@ nlohmann::json to_json(const std::vector<ReplayRow>& rows) {
                    {"now", r.now ? nlohmann::json(name(*r.now)) : nlohmann::json(nullptr)},
                    {"changed", r.changed},
                    {"changed_gates", r.changed_gates},
+                   {"not_rerun_gates", r.not_rerun_gates},
                    {"error", r.error}});
   return out;
 }

@@ -41,14 +41,22 @@ struct ReplayRow {
   std::int64_t candidate_id = 0;
   int iteration_index = 0;
   VerdictCode recorded = VerdictCode::kReject;
-  std::optional<VerdictCode> now;         // nullopt: not re-evaluated (no evaluator, or error)
-  bool changed = false;                   // verdict differs
+  std::optional<VerdictCode> now; // nullopt: not re-evaluated (no evaluator, or error)
+  // A gate that ran now with a different status than recorded, or a verdict that differs for a
+  // reason other than gates that could not run now (pending_device_validation).
+  bool changed = false;
   std::vector<std::string> changed_gates; // "correctness: pass -> fail"
-  std::string error;                      // why `now` is missing
+  // Gates recorded with a result that did not run now (no GPU here): "sanitizer: recorded pass,
+  // not re-run (<reason>)". They are not re-checked, which is not the same as changed.
+  std::vector<std::string> not_rerun_gates;
+  std::string error; // why `now` is missing
 };
 
 // Iterates the session's candidates in order. `reevaluate` null: rows carry recorded verdicts
-// only. Throws StoreError for an unknown session or an unreadable blob.
+// only. A gate that did not run now (not_run) while its recorded status is another one lands in
+// not_rerun_gates, not in changed_gates; a verdict that is now pending_device_validation counts as
+// changed only when a gate that did run changed. Throws StoreError for an unknown session or an
+// unreadable blob (NoSuchSession for an unknown ID).
 std::vector<ReplayRow> replay_session(Store& store, std::int64_t session_id,
                                       const Reevaluate* reevaluate);
 nlohmann::json to_json(const std::vector<ReplayRow>& rows);

@@ -67,6 +67,14 @@ TEST(StoreCliTest, SessionsShowCompareVerifyAndReceiptRoundTrip) {
             3);
   EXPECT_EQ(sh(cli + "store verify --store " + s).rc, 0);
   EXPECT_EQ(sh(cli + "show 9 --store " + s).rc, 2); // unknown id: a usage error, clearly named
+  // With --json the error is also one JSON document on stdout (stderr is dropped here).
+  const Proc missing = sh("(" + cli + "show 9 --json --store " + s + " 2>/dev/null)");
+  EXPECT_EQ(missing.rc, 2);
+  const auto err = nlohmann::json::parse(missing.out, nullptr, false);
+  ASSERT_TRUE(err.is_object()) << missing.out;
+  EXPECT_NE(err.value("error", std::string()).find("no session 9"), std::string::npos)
+      << missing.out;
+  EXPECT_EQ(err.value("exit_code", 0), 2);
   // Receipt: generate a key, sign, verify; a tampered receipt fails with exit 1.
   const Proc gen = sh(cli + "keys generate --out " + t.path() + "/key.json");
   ASSERT_EQ(gen.rc, 0) << gen.out;

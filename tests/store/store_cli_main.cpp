@@ -16,8 +16,7 @@ int main(int argc, char** argv) {
     app.exit(e);
     return e.get_exit_code() == 0 ? 0 : kloop::app::kExitUsage;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "kloop: %s\n", e.what());
-    return kloop::app::exit_code_of(e);
+    return kloop::app::report_error(e, argc, argv);
   }
   return exit_code;
 }

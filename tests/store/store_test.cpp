@@ -8,6 +8,7 @@
 #include "store/blobs.h"
 #include "store/error.h"
 #include "store/hash.h"
+#include "store/replay.h"
 #include "store/schema.h"
 #include "store/store.h"
 #include "tests/store/fixture.h"
@@ -186,6 +187,62 @@ TEST(StoreTest, UnknownSessionIdIsAClearError) {
   } catch (const StoreError& e) {
     EXPECT_NE(std::string(e.what()).find("no session 42"), std::string::npos) << e.what();
   }
+}
+
+// Replay on a machine without a GPU: the device gates come back not_run. That is "not re-run", not
+// a change; a gate that did run with another status is a change.
+TEST(StoreTest, ReplayTellsGatesThatCouldNotRunFromChangedOnes) {
+  TempDir t;
+  Store st = Store::open(t.path());
+  const std::int64_t sid =
+      testing::write_fake_session(st, 2); // 1 rejected at correctness, 2 passed
+  const auto gates_now = [](const ReplayCandidate& c, GateCode correctness) {
+    ReplayOutcome out;
+    for (const auto& g : c.recorded_gates) {
+      GateRecord now = g;
+      now.reason.clear();
+      if (g.name == "correctness") now.status = correctness;
+      if (g.name == "sanitizer" || g.name == "benchmark" || g.name == "roofline")
+        now.status = GateCode::kNotRun;
+      if (now.status == GateCode::kNotRun) now.reason = "no CUDA device";
+      out.gates.push_back(now);
+    }
+    return out;
+  };
+  // CPU-only: correctness not_run too; every verdict is pending_device_validation.
+  const Reevaluate cpu_only = [&](const ReplayCandidate& c) {
+    ReplayOutcome out = gates_now(c, GateCode::kNotRun);
+    out.verdict = VerdictCode::kPendingDeviceValidation;
+    return out;
+  };
+  const auto rows = replay_session(st, sid, &cpu_only);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows) {
+    EXPECT_FALSE(r.changed) << r.candidate_id;
+    EXPECT_TRUE(r.changed_gates.empty()) << r.changed_gates.front();
+  }
+  // The passing candidate: four recorded passes not re-run, each named with the reason.
+  ASSERT_EQ(rows[1].not_rerun_gates.size(), 4u);
+  EXPECT_EQ(rows[1].not_rerun_gates[0], "correctness: recorded pass, not re-run (no CUDA device)");
+  // The rejected one: only its failed correctness gate had a result (the later gates were
+  // recorded not_run, so nothing is lost there).
+  ASSERT_EQ(rows[0].not_rerun_gates.size(), 1u);
+  EXPECT_NE(rows[0].not_rerun_gates[0].find("correctness: recorded fail"), std::string::npos);
+  const auto j = to_json(rows);
+  EXPECT_EQ(j[1]["not_rerun_gates"].size(), 4u);
+  EXPECT_FALSE(j[1]["changed"].get<bool>());
+
+  // A stricter evaluator on a GPU: correctness of the passing candidate now fails.
+  const Reevaluate stricter = [&](const ReplayCandidate& c) {
+    ReplayOutcome out = gates_now(c, GateCode::kFail);
+    out.verdict = VerdictCode::kReject;
+    return out;
+  };
+  const auto rows2 = replay_session(st, sid, &stricter);
+  EXPECT_FALSE(rows2[0].changed); // was rejected at correctness, still is
+  EXPECT_TRUE(rows2[1].changed);
+  ASSERT_EQ(rows2[1].changed_gates.size(), 1u);
+  EXPECT_EQ(rows2[1].changed_gates[0], "correctness: pass -> fail");
 }
 
 } // namespace
