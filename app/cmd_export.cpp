@@ -115,7 +115,7 @@ void register_export_commands(CLI::App& app, int& exit_code) {
   auto* exp = app.add_subcommand(
       "export", "Write the promoted candidate of a session as an importable PyTorch package");
   exp->add_option("--store", o->dir, "Store directory (default $KLOOP_STORE or ./kloop-store)");
-  exp->add_option("ID", o->id, "Session id")->required();
+  exp->add_option("ID", o->id, "Session id")->required()->check(session_id_check());
   exp->add_option("--torch", o->torch_dir, "Directory to write kloop_rmsnorm/ into")->required();
   exp->add_option("--rollout", o->rollout_file,
                   "JSON {feature_flag_and_scope, healthy_worker_recovery_and_reference_target, "
@@ -127,7 +127,7 @@ void register_export_commands(CLI::App& app, int& exit_code) {
   auto* shadow = app.add_subcommand(
       "shadow", "Run the promoted candidate and the reference side by side on captured inputs");
   shadow->add_option("--store", o->dir, "Store directory (default $KLOOP_STORE or ./kloop-store)");
-  shadow->add_option("ID", o->id, "Session id")->required();
+  shadow->add_option("ID", o->id, "Session id")->required()->check(session_id_check());
   shadow
       ->add_option("--inputs", o->inputs,
                    "Folder of NAME.safetensors (tensors x, weight; eps in metadata) or "

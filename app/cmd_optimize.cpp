@@ -212,9 +212,11 @@ void register_optimize(CLI::App& app, int& exit_code) {
   sub->add_flag("--json", args->json, "Print one JSON document instead of progress lines");
   sub->add_option("--resume", args->resume,
                   "Continue an interrupted session from its last "
-                  "committed iteration");
+                  "committed iteration")
+      ->check(session_id_check());
   sub->add_option("--replay-session", args->replay_session,
-                  "With --provider replay: the stored session whose responses are served");
+                  "With --provider replay: the stored session whose responses are served")
+      ->check(session_id_check());
   sub->add_flag("--no-sandbox", args->no_sandbox,
                 "Build untrusted code without namespace isolation (recorded; avoid)");
   sub->add_option("--sign-key", args->sign_key, "Sign the promotion receipt with this key file");

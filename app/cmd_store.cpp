@@ -192,13 +192,13 @@ void register_store_commands(CLI::App& app, int& exit_code) {
 
   auto* show = app.add_subcommand("show", "Show one session: iterations, gates, failing cases");
   add_store_flag(show, *o);
-  show->add_option("ID", o->id, "Session id")->required();
+  show->add_option("ID", o->id, "Session id")->required()->check(session_id_check());
   show->add_flag("--json", o->json, "Print JSON");
   show->callback([o] { cmd_show(*o); });
 
   auto* compare = app.add_subcommand("compare", "Compare sessions grouped by provider/model");
   add_store_flag(compare, *o);
-  compare->add_option("IDS", o->ids, "Session ids")->required();
+  compare->add_option("IDS", o->ids, "Session ids")->required()->check(session_id_check());
   compare->add_flag("--json", o->json, "Print JSON");
   compare->callback([o] {
     Store st = Store::open(o->dir, store::OpenMode::kReadOnly);
@@ -208,13 +208,13 @@ void register_store_commands(CLI::App& app, int& exit_code) {
 
   auto* replay = app.add_subcommand("replay", "Re-evaluate stored candidates; report changes");
   add_store_flag(replay, *o);
-  replay->add_option("ID", o->id, "Session id")->required();
+  replay->add_option("ID", o->id, "Session id")->required()->check(session_id_check());
   replay->add_flag("--json", o->json, "Print JSON");
   replay->callback([o, ec] { *ec = cmd_replay(*o); });
 
   auto* report = app.add_subcommand("report", "Write a self-contained HTML report of a session");
   add_store_flag(report, *o);
-  report->add_option("ID", o->id, "Session id")->required();
+  report->add_option("ID", o->id, "Session id")->required()->check(session_id_check());
   report->add_option("--html", o->file, "Output HTML file")->required();
   report->callback([o] {
     Store st = Store::open(o->dir, store::OpenMode::kReadOnly);
@@ -247,7 +247,7 @@ void register_store_commands(CLI::App& app, int& exit_code) {
   receipt->require_subcommand(1);
   auto* sign = receipt->add_subcommand("sign", "Sign the promotion receipt of a session");
   add_store_flag(sign, *o);
-  sign->add_option("ID", o->id, "Session id")->required();
+  sign->add_option("ID", o->id, "Session id")->required()->check(session_id_check());
   sign->add_option("--key", o->key, "Secret key file from `kloop keys generate`")->required();
   sign->add_option("--reviewer", o->reviewer, "Reviewer identity")->required();
   sign->add_option("--out", o->out, "Write the receipt here (default stdout)");

@@ -2,9 +2,13 @@
 // their callbacks store the process exit code in `exit_code` (see ExitCode).
 #pragma once
 
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <string_view>
+#include <system_error>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +30,23 @@ enum ExitCode : int {
 // error (2); anything else could not finish (3).
 inline int exit_code_of(const std::exception& e) {
   return dynamic_cast<const store::NoSuchSession*>(&e) ? kExitUsage : kExitCouldNotFinish;
+}
+
+// Validator for a session ID argument: a positive decimal integer that fits int64
+// (1..9223372036854775807). Without it CLI11 would clamp an overflowing value to INT64_MAX and the
+// error would name a number the user never typed.
+inline CLI::Validator session_id_check() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        std::int64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (text.empty() || ec != std::errc() || ptr != end || v <= 0)
+          return "a session ID is a positive integer up to 9223372036854775807 (got '" + text +
+                 "'); list the stored sessions with `kloop sessions`";
+        return {};
+      },
+      "SESSION_ID");
 }
 
 // Reports an exception that reached main() and returns its exit code (exit_code_of): the message

@@ -75,6 +75,12 @@ TEST(StoreCliTest, SessionsShowCompareVerifyAndReceiptRoundTrip) {
   EXPECT_NE(err.value("error", std::string()).find("no session 9"), std::string::npos)
       << missing.out;
   EXPECT_EQ(err.value("exit_code", 0), 2);
+  // An ID beyond int64 is refused as typed (CLI11 alone would clamp it to INT64_MAX).
+  const Proc huge = sh(cli + "show 99999999999999999999 --store " + s);
+  EXPECT_EQ(huge.rc, 2);
+  EXPECT_NE(huge.out.find("got '99999999999999999999'"), std::string::npos) << huge.out;
+  EXPECT_EQ(huge.out.find("9223372036854775807 in"), std::string::npos) << huge.out;
+  EXPECT_EQ(sh(cli + "compare 1 0 --store " + s).rc, 2);
   // Receipt: generate a key, sign, verify; a tampered receipt fails with exit 1.
   const Proc gen = sh(cli + "keys generate --out " + t.path() + "/key.json");
   ASSERT_EQ(gen.rc, 0) << gen.out;
