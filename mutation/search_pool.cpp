@@ -73,6 +73,25 @@ std::vector<CaseSpec> search_pool(std::uint64_t seed, const PoolOptions& options
     s.weight_offset = pick(rng, 0, 3);
     s.values = kValues[pick(rng, 0, std::size(kValues) - 1)];
     s.eps = rmsnorm::EpsScalar::of(kEps[pick(rng, 0, std::size(kEps) - 1)]);
+    if (i % 4 == 3) {
+      // Vector-path stratum: the random offsets and gaps above leave x, weight or the row stride
+      // off 16-byte alignment in most cases, so kernels fall back to scalar code; here x and the
+      // weight are aligned and the gap keeps the row stride a multiple of 16 bytes, with widths of
+      // 513-4096 and many rows, so vectorised multi-row paths (a second row per block, per-rows
+      // loops of persistent grids) see strided rows and a random eps. (The 2026-11-30 record's
+      // three survivors in the baseline's second row of a pair needed exactly this.)
+      const std::int64_t per16 = 16 / static_cast<std::int64_t>(dtype_bytes(s.dtype));
+      s.h = pick(rng, 513, 4096);
+      s.layout = LayoutKind::kSlicedGaps;
+      s.offset = 0;
+      s.weight_offset = 0;
+      const std::int64_t gap = pick(rng, 1, 64);
+      s.gap = gap + (per16 - (s.h + gap) % per16) % per16;
+      // Up to four times the per-case cap, so that every width keeps more than 600 rows (past
+      // the 528 blocks of the baseline's persistent grid on an H200).
+      const std::int64_t cap16 = std::max<std::int64_t>(1, 4 * options.max_case_elements / s.h);
+      s.outer = {std::min(cap16, pick(rng, 600, 5000))};
+    }
     s.seed = rng.next();
     pool.push_back(std::move(s));
   }

@@ -248,6 +248,18 @@ TEST(MutationRunnerTest, SearchPoolIsDeterministicValidAndVaried) {
   EXPECT_EQ(names.size(), a.size());
   EXPECT_GE(layouts.size(), 4u);
   EXPECT_EQ(dtypes.size(), 3u);
+  // Per dtype, strided cases on the vector path: x and weight 16-byte aligned, the row stride a
+  // multiple of 16 bytes with a real gap, rows past one persistent grid, rows over 1 KiB.
+  for (DType d : kAllDTypes) {
+    int vector_strided = 0;
+    for (const auto& s : a) {
+      const std::int64_t eb = static_cast<std::int64_t>(dtype_bytes(d));
+      vector_strided += s.dtype == d && s.layout == rmsnorm::LayoutKind::kSlicedGaps && s.gap > 0 &&
+                        s.offset == 0 && s.weight_offset == 0 && ((s.h + s.gap) * eb) % 16 == 0 &&
+                        s.rows() >= 600 && s.h * eb > 1024;
+    }
+    EXPECT_GE(vector_strided, 5) << dtype_name(d);
+  }
 }
 
 } // namespace
