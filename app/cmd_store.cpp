@@ -104,10 +104,12 @@ void cmd_show(const Opts& o) {
     print(
         fmt::format("iteration {} ({:.1f} s)\n", it.iteration.index, it.iteration.wall_ms / 1000));
     for (const auto& c : it.candidates) {
-      print(fmt::format("  candidate {}: {} speed-up {} [{}, {}]\n", c.candidate.id,
-                        store::name(c.candidate.verdict), fmt_opt(c.candidate.speedup, "{:.2f}x"),
-                        fmt_opt(c.candidate.speedup_lo, "{:.2f}"),
-                        fmt_opt(c.candidate.speedup_hi, "{:.2f}")));
+      // The interval is the benchmark gate's within-run 95 % interval of the geometric mean
+      // (measurement noise of this run; another run or GPU can land outside it).
+      print(fmt::format(
+          "  candidate {}: {} speed-up {} [{}, {}] (within-run 95 %)\n", c.candidate.id,
+          store::name(c.candidate.verdict), fmt_opt(c.candidate.speedup, "{:.2f}x"),
+          fmt_opt(c.candidate.speedup_lo, "{:.2f}"), fmt_opt(c.candidate.speedup_hi, "{:.2f}")));
       for (const auto& g : c.gates)
         print(fmt::format("    {:<12} {:<12} {}\n", g.name, store::name(g.status), g.reason));
       for (const auto& tc : c.cases)

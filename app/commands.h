@@ -33,37 +33,59 @@ inline int exit_code_of(const std::exception& e) {
 }
 
 // Validator for a session ID argument: a positive decimal integer that fits int64
-// (1..9223372036854775807). Without it CLI11 would clamp an overflowing value to INT64_MAX and the
-// error would name a number the user never typed.
+// (1..9223372036854775807), without leading zeros. Without it CLI11 would clamp an overflowing
+// value to INT64_MAX, and read "010" as octal 8: either way the command would act on a session the
+// user never typed.
 inline CLI::Validator session_id_check() {
   return CLI::Validator(
       [](const std::string& text) -> std::string {
         std::int64_t v = 0;
         const char* end = text.data() + text.size();
         const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-        if (text.empty() || ec != std::errc() || ptr != end || v <= 0)
-          return "a session ID is a positive integer up to 9223372036854775807 (got '" + text +
-                 "'); list the stored sessions with `kloop sessions`";
+        if (text.empty() || ec != std::errc() || ptr != end || v <= 0 || text[0] == '0')
+          return "a session ID is a positive decimal integer up to 9223372036854775807, without "
+                 "leading zeros (got '" +
+                 text + "'); list the stored sessions with `kloop sessions`";
         return {};
       },
       "SESSION_ID");
 }
 
+// Whether the command line asks for JSON output (--json before any "--").
+inline bool json_requested(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") return false;
+    if (std::string_view(argv[i]) == "--json") return true;
+  }
+  return false;
+}
+
+// Prints {"error": <message>, "exit_code": <code>} on stdout when --json was given, so a script
+// that parses stdout sees the error instead of empty output. Bytes that are not UTF-8 (a path
+// argument, say) are replaced by U+FFFD instead of making the serializer throw.
+inline void print_json_error(int argc, const char* const* argv, const std::string& message,
+                             int code) {
+  if (!json_requested(argc, argv)) return;
+  const nlohmann::json doc{{"error", message}, {"exit_code", code}};
+  std::printf("%s\n", doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+
 // Reports an exception that reached main() and returns its exit code (exit_code_of): the message
-// goes to stderr as "kloop: <what>"; when the command line has --json, stdout also gets one JSON
-// document {"error": <what>, "exit_code": <code>}, so a script that parses stdout sees the error
-// instead of empty output.
+// goes to stderr as "kloop: <what>", and to stdout as JSON with --json (print_json_error).
 inline int report_error(const std::exception& e, int argc, const char* const* argv) {
   const int code = exit_code_of(e);
   std::fprintf(stderr, "kloop: %s\n", e.what());
-  for (int i = 1; i < argc; ++i) {
-    if (std::string_view(argv[i]) == "--") break;
-    if (std::string_view(argv[i]) == "--json") {
-      std::printf("%s\n", nlohmann::json{{"error", e.what()}, {"exit_code", code}}.dump().c_str());
-      break;
-    }
-  }
+  print_json_error(argc, argv, e.what(), code);
   return code;
+}
+
+// Reports a command-line parse error (CLI11 prints it and the help hint on stderr) and returns 2;
+// with --json stdout also gets the JSON error document.
+inline int report_usage_error(CLI::App& app, const CLI::ParseError& e, int argc,
+                              const char* const* argv) {
+  app.exit(e);
+  print_json_error(argc, argv, e.what(), kExitUsage);
+  return kExitUsage;
 }
 
 void register_optimize(CLI::App& app, int& exit_code);         // cmd_optimize.cpp

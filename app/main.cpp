@@ -29,8 +29,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return kloop::app::kExitUsage;
+    return kloop::app::report_usage_error(app, e, argc, argv);
   } catch (const std::exception& e) {
     return kloop::app::report_error(e, argc, argv);
   }

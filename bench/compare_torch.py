@@ -146,7 +146,8 @@ def main():
         cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CLOCK_RATE, check(cu.cuDeviceGet(0))))
     blocker_cycles = int(args.blocker_us * clock_khz / 1e3)
     print(f"# {torch.cuda.get_device_name(0)}, torch {torch.__version__}, L2 {l2 >> 20} MiB, "
-          f"{args.samples} samples, L2 flushed, {args.blocker_us:g} us blocker, interleaved")
+          f"{2 * max(1, args.samples // 2)} samples, L2 flushed, {args.blocker_us:g} us blocker, "
+          f"interleaved")
     header = (f"{'dtype':9s} {'rows x h':>13s} | {'candidate':>16s} | {'F.rms_norm':>16s} | "
               f"{'compile(ref)':>16s} | {'vs rms_norm':>11s} {'vs compile':>10s}")
     print(header)

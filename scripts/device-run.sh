@@ -78,7 +78,8 @@ opt=/tmp/kloop-device-opt
 reuse=0
 if [ -n "${STORE_TGZ:-}" ]; then
   rm -rf "$store" "$opt"
-  tar xzf "$STORE_TGZ" -C /tmp && reuse=1
+  tar xzf "$STORE_TGZ" -C /tmp || { echo "STORE_TGZ: cannot extract $STORE_TGZ" >&2; exit 2; }
+  reuse=1
   rm -rf "$opt/torch"
   echo "reusing the store of $STORE_TGZ (no optimize run)" >"$out/optimize.txt"
 fi
@@ -186,7 +187,8 @@ fi
 # Issue #9: mutation analysis of the evaluator (CHECKER_COVERAGE=record writes a new record into
 # $out/checker.tgz; =run runs the selection of CC_ARGS without a record; =check fails the run when the score fell below the checked-in record, with
 # the record's selection; 0, the default, skips it: gpu_checker_coverage_test below is the same
-# check; CC_ARGS adds flags). The recorded selection took 448 s on the H200 (2026-11-29 run 4).
+# check; CC_ARGS adds flags). The recorded selection took 448 s on the H200 (2026-11-29 run 4) and
+# 400 s as gpu_checker_coverage_test (2026-11-30 call 2).
 cc=${CHECKER_COVERAGE:-0}
 if [ "$cc" != 0 ]; then
   ccdir=/tmp/kloop-checker

@@ -158,6 +158,7 @@ std::string speedup(const SessionDetail& d) {
   struct Pt {
     int idx;
     double v, lo, hi;
+    bool has_interval;
   };
   std::vector<Pt> pts;
   for (const auto& it : d.iterations)
@@ -165,7 +166,8 @@ std::string speedup(const SessionDetail& d) {
       if (c.candidate.speedup)
         pts.push_back({it.iteration.index, *c.candidate.speedup,
                        c.candidate.speedup_lo.value_or(*c.candidate.speedup),
-                       c.candidate.speedup_hi.value_or(*c.candidate.speedup)});
+                       c.candidate.speedup_hi.value_or(*c.candidate.speedup),
+                       c.candidate.speedup_lo.has_value() && c.candidate.speedup_hi.has_value()});
   if (pts.empty()) return missing("speedup", "no benchmark data (" + no_device_reason(d) + ")");
   double maxy = 1.0;
   int maxi = 1;
@@ -182,12 +184,19 @@ std::string speedup(const SessionDetail& d) {
       "stroke-dasharray=\"3\"/><text x=\"0\" y=\"15\" font-size=\"11\">speed-up vs baseline "
       "(x)</text><text x=\"260\" y=\"290\" font-size=\"11\">iteration</text>\n",
       Y(1.0));
-  for (const auto& p : pts)
-    s += fmt::format(
-        "<line class=\"interval\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" "
-        "stroke=\"#333\"/><circle class=\"speedup-point\" cx=\"{0:.1f}\" cy=\"{3:.1f}\" r=\"4\" "
-        "fill=\"#ef6c00\"><title>iteration {4}: {5:.2f}x [{6:.2f}, {7:.2f}]</title></circle>\n",
-        X(p.idx), Y(p.lo), Y(p.hi), Y(p.v), p.idx, p.v, p.lo, p.hi);
+  for (const auto& p : pts) {
+    // No stored interval: the point alone, and the tooltip says so (no invented [v, v]).
+    if (p.has_interval)
+      s += fmt::format("<line class=\"interval\" x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" "
+                       "y2=\"{2:.1f}\" stroke=\"#333\"/>",
+                       X(p.idx), Y(p.lo), Y(p.hi));
+    s += fmt::format("<circle class=\"speedup-point\" cx=\"{0:.1f}\" cy=\"{1:.1f}\" r=\"4\" "
+                     "fill=\"#ef6c00\"><title>iteration {2}: {3:.2f}x {4}</title></circle>\n",
+                     X(p.idx), Y(p.v), p.idx, p.v,
+                     p.has_interval
+                         ? fmt::format("[{:.2f}, {:.2f}] (within-run 95 % interval)", p.lo, p.hi)
+                         : std::string("(no interval recorded)"));
+  }
   return s + "</svg>\n";
 }
 

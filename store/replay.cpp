@@ -52,7 +52,7 @@ std::vector<ReplayRow> replay_session(Store& store, std::int64_t session_id,
           const GateRecord* old = c.gate(g.name);
           const std::string before = old ? std::string(name(old->status)) : "absent";
           if (before == name(g.status)) continue;
-          if (g.status == GateCode::kNotRun && old != nullptr) {
+          if (g.status == GateCode::kNotRun) { // nothing checked now: not a change
             row.not_rerun_gates.push_back(
                 fmt::format("{}: recorded {}, not re-run{}", g.name, before,
                             g.reason.empty() ? std::string() : " (" + g.reason + ")"));

@@ -53,10 +53,10 @@ struct ReplayRow {
 };
 
 // Iterates the session's candidates in order. `reevaluate` null: rows carry recorded verdicts
-// only. A gate that did not run now (not_run) while its recorded status is another one lands in
-// not_rerun_gates, not in changed_gates; a verdict that is now pending_device_validation counts as
-// changed only when a gate that did run changed. Throws StoreError for an unknown session or an
-// unreadable blob (NoSuchSession for an unknown ID).
+// only. A gate that did not run now (not_run) while its recorded status is another one (or none
+// was recorded) lands in not_rerun_gates, not in changed_gates; a verdict that is now
+// pending_device_validation counts as changed only when a gate that did run changed. Throws
+// StoreError for an unknown session or an unreadable blob (NoSuchSession for an unknown ID).
 std::vector<ReplayRow> replay_session(Store& store, std::int64_t session_id,
                                       const Reevaluate* reevaluate);
 nlohmann::json to_json(const std::vector<ReplayRow>& rows);

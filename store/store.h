@@ -63,6 +63,8 @@ struct SessionDetail {
 struct SessionSummary {
   SessionRecord session;
   int iterations = 0, candidates = 0;
+  // Speed-up of SessionDetail::best_candidate(): the candidate of the latest promotion decision
+  // (promoted, or frozen and rejected), else the fastest passing one; as in `kloop compare`.
   std::optional<double> best_speedup, best_lo, best_hi;
   std::int64_t tokens = 0;
   std::optional<Decision> decision;

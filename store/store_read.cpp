@@ -242,10 +242,17 @@ std::vector<SessionSummary> Store::list_sessions() {
       s.candidates = static_cast<int>(c.int64(1));
       s.tokens = c.int64(2);
     }
+    // The same candidate as SessionDetail::best_candidate(): the decided one, else the fastest
+    // passing one (a session list and `kloop compare` must not disagree).
     Stmt b = db_.prepare(
-        "SELECT c.speedup, c.speedup_lo, c.speedup_hi FROM candidates c JOIN iterations i ON "
-        "c.iteration_id = i.id WHERE i.session_id = ? AND c.verdict = ? AND c.speedup IS NOT "
-        "NULL ORDER BY c.speedup DESC LIMIT 1");
+        "SELECT speedup, speedup_lo, speedup_hi FROM ("
+        " SELECT c.speedup, c.speedup_lo, c.speedup_hi, 0 AS rank, 0 AS v FROM candidates c "
+        " WHERE c.id = (SELECT candidate_id FROM promotion_decisions WHERE session_id = ?1 "
+        "   ORDER BY id DESC LIMIT 1)"
+        " UNION ALL "
+        " SELECT c.speedup, c.speedup_lo, c.speedup_hi, 1 AS rank, c.speedup AS v FROM candidates "
+        " c JOIN iterations i ON c.iteration_id = i.id WHERE i.session_id = ?1 AND c.verdict = ?2 "
+        " AND c.speedup IS NOT NULL) ORDER BY rank, v DESC LIMIT 1");
     b.bind(1, s.session.id).bind(2, static_cast<int>(VerdictCode::kPass));
     if (b.step()) {
       s.best_speedup = b.opt_real(0);

@@ -111,10 +111,10 @@ void add_views(Builder& b, DType d) {
   // More rows than any persistent grid has blocks (an sm_90 GPU holds at most 132 SMs x 32
   // blocks = 4224), so every block of a persistent kernel handles a second row; a gap that keeps
   // the row stride a multiple of 16 bytes (1136 elements), so vectorised paths run on strided rows;
-  // 2.2-4.4 KiB rows that are no power of two and end in a partial vector; eps 1, so a row whose
-  // eps, width or stride is taken from the wrong place fails (checker coverage: the baseline's
-  // second row of a pair, stride-as-width#4 / eps-hardcode#2 / hardcode-width#3, survived every
-  // smaller case).
+  // 2.2-4.4 KiB rows that are no power of two (16-bit rows end in a partial 16-byte vector); eps
+  // 1, so a row whose eps, width or stride is taken from the wrong place fails (checker coverage:
+  // the baseline's second row of a pair, stride-as-width#4 / eps-hardcode#2 / hardcode-width#3,
+  // survived every smaller case).
   {
     auto& s = b.add("views", "rows-4500x1100-gap36-eps1", d, {4500}, 1100);
     s.layout = LayoutKind::kSlicedGaps;

@@ -81,6 +81,21 @@ TEST(StoreCliTest, SessionsShowCompareVerifyAndReceiptRoundTrip) {
   EXPECT_NE(huge.out.find("got '99999999999999999999'"), std::string::npos) << huge.out;
   EXPECT_EQ(huge.out.find("9223372036854775807 in"), std::string::npos) << huge.out;
   EXPECT_EQ(sh(cli + "compare 1 0 --store " + s).rc, 2);
+  // A leading zero is refused, not read as octal (010 would be session 8).
+  const Proc octal = sh(cli + "show 010 --store " + s);
+  EXPECT_EQ(octal.rc, 2);
+  EXPECT_NE(octal.out.find("got '010'"), std::string::npos) << octal.out;
+  // Usage errors with --json also give the JSON document on stdout.
+  const Proc usage = sh("(" + cli + "show abc --json --store " + s + " 2>/dev/null)");
+  EXPECT_EQ(usage.rc, 2);
+  const auto uerr = nlohmann::json::parse(usage.out, nullptr, false);
+  ASSERT_TRUE(uerr.is_object()) << usage.out;
+  EXPECT_NE(uerr.value("error", std::string()).find("got 'abc'"), std::string::npos) << usage.out;
+  // A message with bytes that are not UTF-8 (here the store path) still gives valid JSON.
+  const Proc non_utf8 = sh("(" + cli + "show 1 --json --store \"$(printf '" + t.path() +
+                           "/bad\\377dir')\" 2>/dev/null)");
+  EXPECT_EQ(non_utf8.rc, 3) << non_utf8.out;
+  EXPECT_TRUE(nlohmann::json::parse(non_utf8.out, nullptr, false).is_object()) << non_utf8.out;
   // Receipt: generate a key, sign, verify; a tampered receipt fails with exit 1.
   const Proc gen = sh(cli + "keys generate --out " + t.path() + "/key.json");
   ASSERT_EQ(gen.rc, 0) << gen.out;

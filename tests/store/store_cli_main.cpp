@@ -13,8 +13,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return e.get_exit_code() == 0 ? 0 : kloop::app::kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e); // --help
+    return kloop::app::report_usage_error(app, e, argc, argv);
   } catch (const std::exception& e) {
     return kloop::app::report_error(e, argc, argv);
   }

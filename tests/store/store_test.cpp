@@ -245,5 +245,21 @@ TEST(StoreTest, ReplayTellsGatesThatCouldNotRunFromChangedOnes) {
   EXPECT_EQ(rows2[1].changed_gates[0], "correctness: pass -> fail");
 }
 
+// `kloop sessions` and `kloop compare` report the same candidate's speed-up: the decided one, not
+// a faster passing candidate that was not promoted.
+TEST(StoreTest, SessionListShowsTheDecidedCandidatesSpeedup) {
+  TempDir t;
+  Store st = Store::open(t.path());
+  const std::int64_t sid = testing::write_fake_session(st, 3); // candidate 3 promoted at 1.50x
+  testing::write_fake_iteration(st, sid, 3, /*pass=*/true);    // passes at 1.75x, not decided
+  const auto list = st.list_sessions();
+  ASSERT_EQ(list.size(), 1u);
+  ASSERT_TRUE(list[0].best_speedup.has_value());
+  const auto detail = st.load_session(sid);
+  ASSERT_NE(detail.best_candidate(), nullptr);
+  EXPECT_DOUBLE_EQ(*list[0].best_speedup, *detail.best_candidate()->candidate.speedup);
+  EXPECT_DOUBLE_EQ(*list[0].best_speedup, 1.5);
+}
+
 } // namespace
 } // namespace kloop::store
