@@ -344,18 +344,16 @@ std::string emit_body(const Variant& v) {
 std::string emit_entry(const char* name, const char* type, const Variant& v) {
   const int cache_regs = v.cached_vecs * std::max(1, v.vec_bytes / 4);
   const int resident = cache_regs > 24 ? 512 : cache_regs > 16 ? 768 : 1024;
+  const auto call = [type](const char* fn) {
+    return fmt::format("{}<{}>(x, weight, y, rows, H, x_row_stride, y_row_stride, eps);\n", fn,
+                       type);
+  };
   const std::string body =
       v.baseline_aligned
-          ? fmt::format(
-                "  if (kl::aligned_call(x, weight, y, x_row_stride, y_row_stride))  // uniform per "
-                "launch\n"
-                "    bl::rms_impl<{0}>(x, weight, y, rows, H, x_row_stride, y_row_stride, eps);\n"
-                "  else\n"
-                "    kl::rms_rows<{0}>(x, weight, y, rows, H, x_row_stride, y_row_stride, eps);\n",
-                type)
-          : fmt::format(
-                "  kl::rms_rows<{0}>(x, weight, y, rows, H, x_row_stride, y_row_stride, eps);\n",
-                type);
+          ? "  if (kl::aligned_call(x, weight, y, x_row_stride, y_row_stride))  // uniform per "
+            "launch\n    " +
+                call("bl::rms_impl") + "  else\n    " + call("kl::rms_rows")
+          : "  " + call("kl::rms_rows");
   return fmt::format(
       "extern \"C\" __global__ void __launch_bounds__({2}, {3}) {0}(const {1}* x, const {1}* "
       "weight, {1}* y,\n    long long rows, int H, long long x_row_stride, long long y_row_stride, "
