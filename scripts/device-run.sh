@@ -42,6 +42,11 @@ if [ "${1:-}" != "--remote" ]; then
     cp "$build/bin/family_bench" "$bundle/bin/"
     "$build/bin/family_bench" prepare "$bundle/family" $FAMILY_VARIANTS
   fi
+  # Standalone CUDA benchmarks of grid schedules and cache hints (bench/cuda; GRID_BENCH=1).
+  if [ "${GRID_BENCH:-0}" = 1 ]; then
+    cmake --build "$build" -j "${JOBS:-$(nproc)}" --target grid_schedule tma_pipeline
+    cp "$build/bin/grid_schedule" "$build/bin/tma_pipeline" "$bundle/bin/"
+  fi
   strip --strip-debug "$bundle"/bin/* 2>/dev/null || true
   # Resolve libraries from the build folder's binaries (the staged ones would find $bundle/lib).
   "$root/scripts/bundle-libs.sh" "$bundle/lib" "$build/bin/kloop-gpu-worker" "$build/bin/kloop" \
@@ -183,6 +188,13 @@ PY
     done
   fi
 fi
+
+# Grid-schedule and cache-hint benchmarks, when staged with GRID_BENCH=1 (bench/cuda).
+for b in grid_schedule tma_pipeline; do
+  [ -x "$bundle/bin/$b" ] || continue
+  echo "== $b" >>"$out/grid-bench.txt"
+  timeout 120 "$bundle/bin/$b" >>"$out/grid-bench.txt" 2>&1 || echo "$b: exit $?" >>"$out/grid-bench.txt"
+done
 
 # Issue #9: mutation analysis of the evaluator (CHECKER_COVERAGE=record writes a new record into
 # $out/checker.tgz; =run runs the selection of CC_ARGS without a record; =check fails the run when the score fell below the checked-in record, with

@@ -13,7 +13,26 @@
 namespace kloop::rmsnorm {
 namespace {
 
-std::string emit_raw_and_access(int vb) {
+// Cache-hint helpers of the plain_stores option. When x exceeds kLargeCall bytes, x and y together
+// exceed the H200's 60 MiB L2 (DEVICE.md), so no call re-reads x from L2 and an evict-first
+// (streaming) store only costs; on smaller calls the streaming store keeps x resident for warm
+// repeated calls (write-back stores were 4-12 % slower warm at 32 MiB of x). Measured on the H200
+// (docs/RESULTS.md, 2026-11-30).
+constexpr const char* kHintHelpers =
+    R"(enum : long long { kLargeCall = 64LL << 20 };  // bytes of x above which stores write back
+template <typename T> __device__ __forceinline__ bool large_call(long long rows, int H) {
+  return rows * static_cast<long long>(H) * static_cast<long long>(sizeof(T)) > kLargeCall;
+}
+template <typename V> __device__ __forceinline__ void kl_store(bool wb, V* p, const V& v) {
+  if (wb)
+    *p = v;  // ordinary write-back store
+  else
+    __stcs(p, v);  // streaming store (st.global.cs)
+}
+)";
+
+// Raw vector type and its global accesses; `plain` gives stores with a per-call cache hint.
+std::string emit_raw_and_access(int vb, bool plain) {
   std::string s;
   if (vb == 16) {
     s += R"(struct alignas(16) Raw {
@@ -28,7 +47,7 @@ template <typename T> __device__ __forceinline__ Raw load_ef(const T* p) {  // e
   return Raw{{u.x, u.y, u.z, u.w}};
 }
 template <typename T> __device__ __forceinline__ void store_y(T* p, const Raw& r) {
-  __stcs(reinterpret_cast<uint4*>(p), make_uint4(r.w[0], r.w[1], r.w[2], r.w[3]));
+  STORE(reinterpret_cast<uint4*>(p), make_uint4(r.w[0], r.w[1], r.w[2], r.w[3]));
 }
 )";
   } else if (vb == 8) {
@@ -44,11 +63,11 @@ template <typename T> __device__ __forceinline__ Raw load_ef(const T* p) {  // e
   return Raw{{u.x, u.y}};
 }
 template <typename T> __device__ __forceinline__ void store_y(T* p, const Raw& r) {
-  __stcs(reinterpret_cast<uint2*>(p), make_uint2(r.w[0], r.w[1]));
+  STORE(reinterpret_cast<uint2*>(p), make_uint2(r.w[0], r.w[1]));
 }
 )";
   } else {
-    s += R"(struct Raw {
+    return s + R"(struct Raw {
   unsigned w[1];
 };
 template <typename T> __device__ __forceinline__ Raw load_ro(const T* p) {
@@ -58,6 +77,19 @@ template <typename T> __device__ __forceinline__ void store_y(T* p, const Raw& r
   *p = make_t<T>(r.w[0]);
 }
 )";
+  }
+  // Vector stores: streaming (st.global.cs); with plain_stores, ordinary write-back stores on
+  // calls larger than L2 (store_y's `wb`, see kLargeCall).
+  if (plain) {
+    for (std::size_t at = s.find("void store_y(T* p, const Raw& r)"); at != std::string::npos;
+         at = s.find("void store_y(T* p, const Raw& r)", at))
+      s.replace(at, 32, "void store_y(T* p, const Raw& r, bool wb)"), at += 32;
+    for (std::size_t at = s.find("STORE("); at != std::string::npos; at = s.find("STORE(", at))
+      s.replace(at, 6, "kl_store(wb, ");
+    s = std::string(kHintHelpers) + s;
+  } else {
+    for (std::size_t at = s.find("STORE("); at != std::string::npos; at = s.find("STORE(", at))
+      s.replace(at, 5, "__stcs");
   }
   return s;
 }
@@ -151,13 +183,19 @@ std::string emit_tpr(const Variant& v) {
   {{
     const int nv = (H + kV - 1) / kV;
     while (tpr < kBlockThreads && tpr * {} < nv) tpr <<= 1;
-    // Few rows: widen rows while the grid has at least twice as many row slots as rows.
+{}    // Few rows: widen rows while the grid has at least twice as many row slots as rows.
     while (tpr < kBlockThreads &&
            static_cast<long long>(gridDim.x) * (kBlockThreads / tpr) >= 2 * rows)
       tpr <<= 1;
   }}
 )",
-                     v.cached_vecs > 0 ? v.cached_vecs : 2);
+                     v.cached_vecs > 0 ? v.cached_vecs : 2,
+                     v.warp_rows
+                         ? fmt::format("    // Warp rows: up to {} vectors per row take one warp "
+                                       "(no block barrier).\n"
+                                       "    if (tpr > 32 && nv <= {}) tpr = 32;\n",
+                                       64 * v.cached_vecs, 64 * v.cached_vecs)
+                         : std::string());
 }
 
 std::string emit_stage() {
@@ -223,6 +261,18 @@ std::string emit_body(const Variant& v) {
   // A composite keeps this path out of line, so the register allocation of the aligned (baseline)
   // path inlined into the entry stays close to the baseline's own kernel (not identical: the
   // call adds a stack frame, and rms_f32's spills differ; see family_nvrtc_test).
+  if (peel)
+    s +=
+        R"(// Peel length of a row: scalar elements before the first kVecBytes boundary of xr (at most H).
+template <typename T> __device__ __forceinline__ int row_head(const T* xr, int H) {
+  const int head = static_cast<int>(
+      ((kVecBytes - reinterpret_cast<unsigned long long>(xr) % kVecBytes) % kVecBytes) / sizeof(T));
+  return head < H ? head : H;
+}
+)";
+  else if (v.prefetch)
+    s += "template <typename T> __device__ __forceinline__ int row_head(const T*, int) { return 0; "
+         "}\n";
   s += fmt::format("template <typename T>\n__device__ {} void rms_rows(const T* __restrict__ x, ",
                    v.baseline_aligned ? "__noinline__" : "__forceinline__");
   s += "const T* __restrict__ w, T* __restrict__ y,\n    long long rows, int H, long long xs, "
@@ -230,6 +280,8 @@ std::string emit_body(const Variant& v) {
   s += "  constexpr int kV = elems<T>();  // elements per vector\n";
   s += "  const int tid = static_cast<int>(threadIdx.x);\n";
   s += emit_tpr(v);
+  if (v.plain_stores && v.vec_bytes > 0)
+    s += "  const bool wb = large_call<T>(rows, H);  // write-back stores (uniform per launch)\n";
   s += "  const int rpb = kBlockThreads / tpr;  // rows per block iteration\n";
   s += "  const int group = tid / tpr;\n  const int t = tid - group * tpr;\n";
   if (stage) s += emit_stage();
@@ -238,24 +290,58 @@ std::string emit_body(const Variant& v) {
   else if (may_exceed_warp(v))
     s += "  __shared__ float kl_red[2 * (kBlockThreads / 32)];  // double-buffered by parity\n"
          "  int parity = 0;\n";
-  s += R"(  const long long step = static_cast<long long>(gridDim.x) * rpb;
-  for (long long base = static_cast<long long>(blockIdx.x) * rpb; base < rows; base += step) {
+  const char* load = v.evict_first ? "load_ef" : "load_ro";
+  const bool pf = v.prefetch;
+  s += "  const long long step = static_cast<long long>(gridDim.x) * rpb;\n";
+  if (pf)
+    // Software pipeline: the cached part of the block's first row is loaded before the loop; each
+    // iteration then issues the next row's loads before it reduces and writes the current one.
+    s += fmt::format(R"(  Raw cache[{0}];  // the current row's cached vectors
+  {{
+    const long long row = static_cast<long long>(blockIdx.x) * rpb + group;
+    const T* xr = x + (row < rows ? row : 0LL) * xs;
+    const int head = row_head<T>(xr, H);
+    const int nvec = row < rows ? (H - head) / kV : 0;
+#pragma unroll
+    for (int k = 0; k < {0}; ++k) {{
+      const int i = t + k * tpr;
+      cache[k] = i < nvec ? {1}(xr + head + i * kV) : Raw{{}};
+    }}
+  }}
+)",
+                     c, load);
+  s +=
+      R"(  for (long long base = static_cast<long long>(blockIdx.x) * rpb; base < rows; base += step) {
     const long long row = base + group;
     const bool active = row < rows;  // inactive groups still join the reduction with zeros
     const T* xr = x + (active ? row : 0LL) * xs;
     T* yr = y + (active ? row : 0LL) * ys;
 )";
   if (peel)
-    s += R"(    // Peel: scalar head up to the next kVecBytes boundary of this x row.
-    int head = static_cast<int>(((kVecBytes - reinterpret_cast<unsigned long long>(xr) % kVecBytes) %
-                                 kVecBytes) / sizeof(T));
-    head = head < H ? head : H;
-)";
+    s += "    const int head = row_head<T>(xr, H);  // scalar head up to a kVecBytes boundary\n";
   else
     s += "    const int head = 0;\n";
   s += "    const int nvec = active ? (H - head) / kV : 0;\n";
   s += "    const int tail = head + nvec * kV;\n    float ss = 0.0f;\n";
-  if (c > 0)
+  if (pf)
+    s += fmt::format(
+        R"(    Raw next[{0}];  // the next row's cached vectors, in flight while this row finishes
+    {{
+      const long long nrow = base + step + group;
+      const T* nxr = x + (nrow < rows ? nrow : 0LL) * xs;
+      const int nhead = row_head<T>(nxr, H);
+      const int nnvec = nrow < rows ? (H - nhead) / kV : 0;
+#pragma unroll
+      for (int k = 0; k < {0}; ++k) {{
+        const int i = t + k * tpr;
+        next[k] = i < nnvec ? {1}(nxr + nhead + i * kV) : Raw{{}};
+      }}
+    }}
+#pragma unroll
+    for (int k = 0; k < {0}; ++k) ss = sumsq<T>(cache[k], ss);
+)",
+        c, load);
+  else if (c > 0)
     s += fmt::format(R"(    Raw cache[{0}];  // issued back to back: {0} loads in flight per thread
 #pragma unroll
     for (int k = 0; k < {0}; ++k) {{
@@ -265,7 +351,7 @@ std::string emit_body(const Variant& v) {
 #pragma unroll
     for (int k = 0; k < {0}; ++k) ss = sumsq<T>(cache[k], ss);
 )",
-                     c, v.evict_first ? "load_ef" : "load_ro");
+                     c, load);
   s += fmt::format(
       R"(    for (int i = t + {} * tpr; i < nvec; i += tpr) ss = sumsq<T>(load_ro(xr + head + i * kV), ss);
     if (active) {{
@@ -299,9 +385,11 @@ std::string emit_body(const Variant& v) {
     wload = "wvec ? load_ro(wb + i * kV) : gather_ro(wb + i * kV)";
   else
     wload = "load_ro(wb + i * kV)";
-  const std::string store = peel ? "        if (yvec)\n          store_y(yr + head + i * kV, o);\n"
-                                   "        else\n          scatter_y(yr + head + i * kV, o);\n"
-                                 : "        store_y(yr + head + i * kV, o);\n";
+  const std::string sy = v.plain_stores ? "store_y(yr + head + i * kV, o, wb);\n"
+                                        : "store_y(yr + head + i * kV, o);\n";
+  const std::string store = peel ? "        if (yvec)\n          " + sy +
+                                       "        else\n          scatter_y(yr + head + i * kV, o);\n"
+                                 : "        " + sy;
   if (c > 0)
     s += fmt::format(R"(#pragma unroll
       for (int k = 0; k < {}; ++k) {{
@@ -325,6 +413,11 @@ std::string emit_body(const Variant& v) {
     }}
 )",
                    c, wload, store);
+  if (pf)
+    s += fmt::format(R"(#pragma unroll
+    for (int k = 0; k < {}; ++k) cache[k] = next[k];
+)",
+                     c);
   if (uses_shared_reduction(v)) {
     if (v.reduction == Reduction::kSharedTree)
       s += "    __syncthreads();  // the reduction buffer is reused by the next row\n";
@@ -342,7 +435,8 @@ std::string emit_body(const Variant& v) {
 // i.e. 85 (128) registers, so they do not spill. A composite (Variant::baseline_aligned) sends
 // aligned calls to the baseline's rms_impl and the rest to this variant's peeled path.
 std::string emit_entry(const char* name, const char* type, const Variant& v) {
-  const int cache_regs = v.cached_vecs * std::max(1, v.vec_bytes / 4);
+  // A prefetching variant holds two rows' caches (current and next).
+  const int cache_regs = v.cached_vecs * std::max(1, v.vec_bytes / 4) * (v.prefetch ? 2 : 1);
   const int resident = cache_regs > 24 ? 512 : cache_regs > 16 ? 768 : 1024;
   const auto call = [type](const char* fn) {
     return fmt::format("{}<{}>(x, weight, y, rows, H, x_row_stride, y_row_stride, eps);\n", fn,
@@ -429,7 +523,7 @@ std::string emit_kernel_source(const Variant& v) {
                    v.vec_bytes);
   s += fmt::format("enum : int {{ kBlockThreads = {} }};\n\n", v.block_threads);
   s += kElementHelpers;
-  s += emit_raw_and_access(v.vec_bytes);
+  s += emit_raw_and_access(v.vec_bytes, v.plain_stores);
   s += kVectorHelpers;
   s += "\n";
   s += emit_body(v);

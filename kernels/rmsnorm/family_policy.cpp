@@ -223,12 +223,16 @@ PolicyDecision OfflinePolicy::decide(const ReportDigest& d) {
       // Still slower somewhere at the baseline's own block size: run the baseline's design on
       // aligned calls and keep this variant's peeled path for the rest (Variant::baseline_aligned).
       // The peeled path is then an out-of-line call with the ABI's register budget: at more
-      // than two cached vectors it spills (NVRTC, sm_90), so the composite caches two.
+      // than two cached vectors it spills (NVRTC, sm_90), so the composite caches two, and gives
+      // rows of up to 128 vectors one warp (no block barrier; the rest re-read from L1/L2), which
+      // two cached vectors alone would spread over several warps (bf16 32768 x 1009 on the H200:
+      // 48.6 us against 54.8 us, docs/RESULTS.md 2026-11-30).
       if (!prev.baseline_aligned && prev.block_threads == 256) {
         Variant v = prev;
         v.baseline_aligned = true;
         v.stage_weight = false;
         v.cached_vecs = std::min(v.cached_vecs, 2);
+        v.warp_rows = v.cached_vecs > 0;
         moves.emplace_back("tune:baseline_on_aligned", v);
       }
       if (!prev.evict_first && prev.cached_vecs > 0) {

@@ -207,6 +207,107 @@ TEST(OfflineFamily, CompositeNeedsTheBaselinesLaunchGeometry) {
   EXPECT_TRUE(variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-bl"));
 }
 
+TEST(OfflineFamily, StoreHintWarpRowsAndPrefetchAreNamedOptionsWithStatedConstraints) {
+  const auto all = variant_by_name("v16-tauto-b128-c2-shfl-pers-peel-ef-ps-wr-pf");
+  ASSERT_TRUE(all.has_value());
+  EXPECT_TRUE(all->evict_first && all->plain_stores && all->warp_rows && all->prefetch);
+  EXPECT_EQ(variant_name(*all), "v16-tauto-b128-c2-shfl-pers-peel-ef-ps-wr-pf");
+  EXPECT_TRUE(variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-ef-wr-bl"));
+  // Suffix order -ws, -ef, -ps, -wr, -pf, -bl; any other order is not a canonical name.
+  EXPECT_FALSE(variant_by_name("v16-tauto-b128-c2-shfl-pers-peel-ef-ps-pf-wr"));
+  EXPECT_FALSE(variant_by_name("v16-tauto-b128-c2-shfl-pers-peel-ps-ef"));
+  EXPECT_FALSE(variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-bl-wr"));
+  const auto fails_on = [](Variant v, const std::function<void(Variant&)>& change,
+                           const char* field) {
+    change(v);
+    const auto err = validate(v);
+    ASSERT_TRUE(err.has_value()) << variant_name(v);
+    EXPECT_NE(err->find(field), std::string::npos) << *err;
+  };
+  const Variant base = *all;
+  // A per_rows block has no next row; a two-pass variant has no cache to prefetch.
+  fails_on(
+      base,
+      [](Variant& v) {
+        v.threads_per_row = 32, v.grid = FamilyGrid::kPerRows, v.warp_rows = false;
+      },
+      "prefetch");
+  fails_on(
+      base, [](Variant& v) { v.cached_vecs = 0, v.evict_first = false, v.warp_rows = false; },
+      "prefetch");
+  fails_on(
+      base, [](Variant& v) { v.vec_bytes = 0, v.peel = false, v.evict_first = false; },
+      "plain_stores");
+  fails_on(
+      base, [](Variant& v) { v.threads_per_row = 32; }, "warp_rows");
+}
+
+TEST(OfflineFamily, PrefetchIssuesTheNextRowsLoadsBeforeTheCurrentRowIsReduced) {
+  const std::string pf =
+      generate(*variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-pf")).kernel_cu;
+  const std::string plain =
+      generate(*variant_by_name("v16-tauto-b256-c4-shfl-pers-peel")).kernel_cu;
+  const std::size_t loop = pf.find("for (long long base =");
+  const std::size_t first = pf.find("cache[k] = i < nvec ? load_ro(xr + head + i * kV)");
+  const std::size_t next = pf.find("next[k] = i < nnvec ? load_ro(nxr + nhead + i * kV)");
+  const std::size_t reduce = pf.find("__shfl_xor_sync(0xffffffffu, total, o)");
+  const std::size_t barrier = pf.find("__syncthreads();", loop);
+  const std::size_t rotate = pf.find("cache[k] = next[k];");
+  ASSERT_NE(loop, std::string::npos);
+  ASSERT_NE(next, std::string::npos);
+  ASSERT_NE(rotate, std::string::npos);
+  EXPECT_LT(first, loop);     // the first row's cache is loaded before the loop
+  EXPECT_LT(loop, next);      // each iteration issues the next row's loads ...
+  EXPECT_LT(next, reduce);    // ... before this row's shuffle reduction
+  EXPECT_LT(next, barrier);   // ... and before its barrier
+  EXPECT_LT(barrier, rotate); // the cache rotates at the end of the iteration
+  // The next row is base + step + group, the row this group takes in the next iteration.
+  EXPECT_NE(pf.find("const long long nrow = base + step + group;"), std::string::npos);
+  EXPECT_EQ(plain.find("next["), std::string::npos);
+}
+
+TEST(OfflineFamily, StoreHintWritesBackOnlyOnCallsLargerThanL2) {
+  const std::string ps =
+      generate(*variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-ps")).kernel_cu;
+  const std::string plain =
+      generate(*variant_by_name("v16-tauto-b256-c4-shfl-pers-peel")).kernel_cu;
+  // 64 MiB of x: x and y together exceed the H200's 60 MiB L2.
+  EXPECT_NE(ps.find("kLargeCall = 64LL << 20"), std::string::npos);
+  EXPECT_NE(ps.find("return rows * static_cast<long long>(H) * static_cast<long long>(sizeof(T)) "
+                    "> kLargeCall;"),
+            std::string::npos);
+  EXPECT_NE(ps.find("const bool wb = large_call<T>(rows, H);"), std::string::npos);
+  EXPECT_NE(ps.find("store_y(yr + head + i * kV, o, wb);"), std::string::npos);
+  EXPECT_NE(ps.find("kl_store(wb, reinterpret_cast<uint4*>(p)"), std::string::npos);
+  // Without the option every vector store streams, as before.
+  EXPECT_EQ(plain.find("kl_store"), std::string::npos);
+  EXPECT_NE(plain.find("__stcs(reinterpret_cast<uint4*>(p)"), std::string::npos);
+  // A composite keeps the baseline's code verbatim (its streaming stores included).
+  const std::string comp =
+      generate(*variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-ps-wr-bl")).kernel_cu;
+  const std::string_view base = embedded_baseline_source();
+  const std::size_t cut = base.find("extern \"C\"");
+  const std::string_view body =
+      base.substr(base.find("namespace {"), cut - base.find("namespace {"));
+  EXPECT_NE(comp.find(std::string(body.substr(0, 400))), std::string::npos);
+}
+
+TEST(OfflineFamily, WarpRowsGivesRowsOfUpToTwiceAWarpsCacheOneWarp) {
+  const std::string wr =
+      generate(*variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-wr-bl")).kernel_cu;
+  const std::size_t rule = wr.find("if (tpr > 32 && nv <= 128) tpr = 32;");
+  ASSERT_NE(rule, std::string::npos); // 2 cached vectors: rows of up to 128 vectors
+  // After the cache-sized choice, before the few-rows widening.
+  EXPECT_LT(wr.find("tpr * 2 < nv) tpr <<= 1;"), rule);
+  EXPECT_LT(rule, wr.find("// Few rows: widen rows"));
+  const std::string c4 =
+      generate(*variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-ps-wr")).kernel_cu;
+  EXPECT_NE(c4.find("if (tpr > 32 && nv <= 256) tpr = 32;"), std::string::npos);
+  EXPECT_EQ(
+      generate(*variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-bl")).kernel_cu.find("Warp rows"),
+      std::string::npos);
+}
+
 TEST(OfflineFamily, RunTimeThreadsPerRowWidensRowsWhenTheGridHasSpareRowSlots) {
   const std::string src = generate(flagship_variant_for_test()).kernel_cu;
   EXPECT_NE(src.find("static_cast<long long>(gridDim.x) * (kBlockThreads / tpr) >= 2 * rows"),

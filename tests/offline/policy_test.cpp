@@ -132,8 +132,8 @@ TEST(OfflinePolicy, ATimedSafeDefaultLeadsToTheFlagshipThenTheTuningChain) {
   }
   EXPECT_EQ(rules, (std::vector<std::string>{"pass:flagship", "tune:smaller_blocks",
                                              "tune:baseline_on_aligned", "tune:evict_first"}));
-  EXPECT_EQ(names[2], "v16-tauto-b256-c2-shfl-pers-peel-bl");
-  EXPECT_EQ(names[3], "v16-tauto-b256-c2-shfl-pers-peel-ef-bl");
+  EXPECT_EQ(names[2], "v16-tauto-b256-c2-shfl-pers-peel-wr-bl");
+  EXPECT_EQ(names[3], "v16-tauto-b256-c2-shfl-pers-peel-ef-wr-bl");
 }
 
 TEST(OfflinePolicy, SlowerThanBaselineTunesTheRunTimeVariantInPlace) {
@@ -155,6 +155,7 @@ TEST(OfflinePolicy, SlowerThanBaselineTunesTheRunTimeVariantInPlace) {
   EXPECT_EQ(composite.rules, std::vector<std::string>{"tune:baseline_on_aligned"});
   want.baseline_aligned = true;
   want.cached_vecs = 2;
+  want.warp_rows = true; // rows of up to 128 vectors on one warp in the peeled path
   EXPECT_EQ(composite.variant, want);
   const PolicyDecision ef = p.next(&mixed);
   EXPECT_EQ(ef.rules, std::vector<std::string>{"tune:evict_first"});
@@ -201,7 +202,7 @@ TEST(OfflinePolicy, DigestReadsTheGatesOwnEvidenceLayout) {
   // evict-first loads on the peeled path.
   const PolicyDecision composite = p.next(&report);
   EXPECT_EQ(composite.rules, std::vector<std::string>{"tune:baseline_on_aligned"});
-  EXPECT_EQ(variant_name(composite.variant), "v16-tauto-b256-c2-shfl-pers-peel-bl");
+  EXPECT_EQ(variant_name(composite.variant), "v16-tauto-b256-c2-shfl-pers-peel-wr-bl");
   // A composite's report carries the embedded baseline's own spills (its rms_f32): that does not
   // send the policy to fewer cached vectors; evict-first loads come next.
   json spilling = report;
@@ -210,7 +211,7 @@ TEST(OfflinePolicy, DigestReadsTheGatesOwnEvidenceLayout) {
   ASSERT_GT(digest_report(spilling).spill_bytes, 0);
   const PolicyDecision ef = p.next(&spilling);
   EXPECT_EQ(ef.rules, std::vector<std::string>{"tune:evict_first"});
-  EXPECT_EQ(variant_name(ef.variant), "v16-tauto-b256-c2-shfl-pers-peel-ef-bl");
+  EXPECT_EQ(variant_name(ef.variant), "v16-tauto-b256-c2-shfl-pers-peel-ef-wr-bl");
 }
 
 TEST(OfflinePolicy, DigestReadsEvidenceAndToleratesOddShapes) {
