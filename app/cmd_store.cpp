@@ -101,8 +101,8 @@ void cmd_show(const Opts& o) {
                     s.device_name.empty() ? "none" : s.device_name, s.started_at));
   print(session_resources_text(s));
   for (const auto& it : d.iterations) {
-    print(
-        fmt::format("iteration {} ({:.1f} s)\n", it.iteration.index, it.iteration.wall_ms / 1000));
+    print(fmt::format("iteration {} ({:.1f} s)\n", it.iteration.index + 1,
+                      it.iteration.wall_ms / 1000));
     for (const auto& c : it.candidates) {
       // The interval is the benchmark gate's within-run 95 % interval of the geometric mean
       // (measurement noise of this run; another run or GPU can land outside it).
@@ -157,8 +157,9 @@ int cmd_replay(const Opts& o) {
       print("replay: re-evaluation requires the evaluator hookup (not wired in this build); "
             "showing recorded verdicts\n");
     for (const auto& r : rows) {
-      std::string line = fmt::format("iteration {} candidate {}: recorded {}", r.iteration_index,
-                                     r.candidate_id, store::name(r.recorded));
+      std::string line =
+          fmt::format("iteration {} candidate {}: recorded {}", r.iteration_index + 1,
+                      r.candidate_id, store::name(r.recorded));
       if (r.now)
         line += fmt::format(", now {}{}", store::name(*r.now), r.changed ? " (CHANGED)" : "");
       for (const auto& g : r.changed_gates)

@@ -76,8 +76,8 @@ std::string timeline(const SessionDetail& d) {
         "<rect class=\"iteration\" x=\"{:.1f}\" y=\"10\" width=\"{:.1f}\" height=\"30\" "
         "fill=\"{}\" stroke=\"#fff\"><title>iteration {} ({:.1f} s)</title></rect>"
         "<text x=\"{:.1f}\" y=\"58\" font-size=\"11\">#{}</text>\n",
-        x, w, pass ? "#2e7d32" : "#c62828", it.iteration.index, it.iteration.wall_ms / 1000, x + 2,
-        it.iteration.index);
+        x, w, pass ? "#2e7d32" : "#c62828", it.iteration.index + 1, it.iteration.wall_ms / 1000,
+        x + 2, it.iteration.index + 1);
     x += w;
   }
   return s + "</svg>\n";
@@ -103,7 +103,7 @@ std::string gates(const SessionDetail& d) {
     for (const auto& c : it.candidates) {
       const int y = 30 + 22 * r++;
       s += fmt::format("<text x=\"0\" y=\"{}\" font-size=\"11\">iter {} cand {}</text>\n", y + 14,
-                       it.iteration.index, c.candidate.id);
+                       it.iteration.index + 1, c.candidate.id);
       for (std::size_t k = 0; k < names.size(); ++k) {
         const GateRecord* g = c.gate(names[k]);
         s += fmt::format(
@@ -192,7 +192,7 @@ std::string speedup(const SessionDetail& d) {
                        X(p.idx), Y(p.lo), Y(p.hi));
     s += fmt::format("<circle class=\"speedup-point\" cx=\"{0:.1f}\" cy=\"{1:.1f}\" r=\"4\" "
                      "fill=\"#ef6c00\"><title>iteration {2}: {3:.2f}x {4}</title></circle>\n",
-                     X(p.idx), Y(p.v), p.idx, p.v,
+                     X(p.idx), Y(p.v), p.idx + 1, p.v,
                      p.has_interval
                          ? fmt::format("[{:.2f}, {:.2f}] (within-run 95 % interval)", p.lo, p.hi)
                          : std::string("(no interval recorded)"));

@@ -9,9 +9,11 @@
 //   __stcs, 1 plain, 2 __stwt; PACK: bf16 pairs rounded with one __floats2bfloat162_rn.
 // Build: nvcc -O3 -arch=sm_90 -o grid_schedule bench/cuda/grid_schedule.cu (the CMake target
 // grid_schedule does this when CUDA is enabled). Prints one line per configuration: median of 20
-// timed launches after 5 warm-up launches (no L2 flush: every tensor here is over 128 MiB).
+// timed launches after 5 warm-up launches (no L2 flush: every tensor here is at least 128 MiB).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cuda_bf16.h>
 #include <vector>
 template <typename T> __device__ __forceinline__ float ef(unsigned w, int half);
@@ -117,6 +119,37 @@ __global__ void __launch_bounds__(BT, 1024 / BT)
   }
 }
 
+// Output check: every input element has the bytes 0x3f3f... (cudaMemset), so every output element
+// is (v * rsqrt(v * v + eps)) * v for that value v. y is set to NaN bytes before the timed launches
+// of each configuration and four elements (first and last of the first and last row) are compared
+// with the host value; a mismatch is printed and makes the program exit 1.
+int g_failures = 0;
+template <typename T> float host_value(T v);
+template <> float host_value<float>(float v) {
+  return v;
+}
+template <> float host_value<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <typename T> bool check_output(const T* y, long long rows, int H, float eps) {
+  T one;
+  std::memset(&one, 0x3f, sizeof(T));
+  const float v = host_value(one);
+  const float expect = (v * (1.0f / std::sqrt(v * v + eps))) * v;
+  const long long at[4] = {0, H - 1, (rows - 1) * H, rows * H - 1};
+  for (long long i : at) {
+    T got;
+    cudaMemcpy(&got, y + i, sizeof(T), cudaMemcpyDeviceToHost);
+    const float g = host_value(got);
+    if (!(std::fabs(g - expect) <= 1e-2f * std::fabs(expect))) {
+      printf("MISMATCH at element %lld: got %g, expected %g\n", i, g, expect);
+      ++g_failures;
+      return false;
+    }
+  }
+  return true;
+}
+
 template <typename T, int BT, int C, int MODE, bool PACK, int LD = 0, int ST = 0>
 void run(const char* name, long long rows, int H, int gridmul, T* x, T* w, T* y) {
   auto f = k<T, BT, C, MODE, PACK, LD, ST>;
@@ -127,6 +160,7 @@ void run(const char* name, long long rows, int H, int gridmul, T* x, T* w, T* y)
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
+  cudaMemset(y, 0xff, static_cast<size_t>(rows) * H * sizeof(T));
   std::vector<float> ts;
   for (int i = 0; i < 25; ++i) {
     cudaEventRecord(a);
@@ -139,6 +173,7 @@ void run(const char* name, long long rows, int H, int gridmul, T* x, T* w, T* y)
   }
   std::sort(ts.begin(), ts.end());
   double med = ts[ts.size() / 2] * 1e3, bytes = 2.0 * rows * H * sizeof(T);
+  check_output(y, rows, H, 1e-6f);
   printf("%-28s %6lldx%-5d grid %6lld occ %d  %8.1f us  %.3f TB/s  err %s\n", name, rows, H, grid,
          nb, med, bytes / med / 1e6, cudaGetErrorString(cudaGetLastError()));
 }
@@ -225,5 +260,5 @@ int main() {
     run<B, 128, 4, 1, true, 0, 1>("bf16 pers b128c4 cs/plain", rows, H, 1, xb, wb, yb);
     run<B, 128, 4, 1, true, 1, 0>("bf16 pers b128c4 ldg/cs", rows, H, 1, xb, wb, yb);
   }
-  return 0;
+  return g_failures ? 1 : 0;
 }

@@ -7,8 +7,10 @@
 // Build: nvcc -O3 -arch=sm_90 -o tma_pipeline bench/cuda/tma_pipeline.cu (CMake target
 // tma_pipeline when CUDA is enabled). Prints one line per configuration (median of 20 launches).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <cuda_bf16.h>
 #include <vector>
 template <typename T> __device__ __forceinline__ float ef(unsigned w, int half);
@@ -133,6 +135,37 @@ __global__ void __launch_bounds__(BT, 1) k(const T* __restrict__ x, const T* __r
   }
 }
 
+// Output check: every input element has the bytes 0x3f3f... (cudaMemset), so every output element
+// is (v * rsqrt(v * v + eps)) * v for that value v. y is set to NaN bytes before the timed launches
+// of each configuration and four elements (first and last of the first and last row) are compared
+// with the host value; a mismatch is printed and makes the program exit 1.
+int g_failures = 0;
+template <typename T> float host_value(T v);
+template <> float host_value<float>(float v) {
+  return v;
+}
+template <> float host_value<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <typename T> bool check_output(const T* y, long long rows, int H, float eps) {
+  T one;
+  std::memset(&one, 0x3f, sizeof(T));
+  const float v = host_value(one);
+  const float expect = (v * (1.0f / std::sqrt(v * v + eps))) * v;
+  const long long at[4] = {0, H - 1, (rows - 1) * H, rows * H - 1};
+  for (long long i : at) {
+    T got;
+    cudaMemcpy(&got, y + i, sizeof(T), cudaMemcpyDeviceToHost);
+    const float g = host_value(got);
+    if (!(std::fabs(g - expect) <= 1e-2f * std::fabs(expect))) {
+      printf("MISMATCH at element %lld: got %g, expected %g\n", i, g, expect);
+      ++g_failures;
+      return false;
+    }
+  }
+  return true;
+}
+
 template <typename T, int BT, int C, int S>
 void run(const char* name, long long rows, int H, T* x, T* w, T* y) {
   auto f = k<T, BT, C, S>;
@@ -145,6 +178,7 @@ void run(const char* name, long long rows, int H, T* x, T* w, T* y) {
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
+  cudaMemset(y, 0xff, static_cast<size_t>(rows) * H * sizeof(T));
   std::vector<float> ts;
   for (int i = 0; i < 25; ++i) {
     cudaEventRecord(a);
@@ -157,18 +191,10 @@ void run(const char* name, long long rows, int H, T* x, T* w, T* y) {
   }
   std::sort(ts.begin(), ts.end());
   double med = ts[ts.size() / 2] * 1e3, bytes = 2.0 * rows * H * sizeof(T);
+  check_output(y, rows, H, 1e-6f);
   printf("%-26s %6lldx%-5d grid %5lld occ %d smem %6zu %8.1f us  %.3f TB/s  %s\n", name, rows, H,
          grid, nb, smem, med, bytes / med / 1e6, cudaGetErrorString(cudaGetLastError()));
 }
-// Reference check of one result row.
-template <typename T> float tof(T v);
-template <> float tof<float>(float v) {
-  return v;
-}
-template <> float tof<__nv_bfloat16>(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-
 int main() {
   const long long rows = 65536;
   const int H = 4096;
@@ -200,9 +226,5 @@ int main() {
     run<B, 512, 1, 8>("bf16 tma b512 S8", rows, H, xb, wb, yb);
     run<B, 256, 2, 4>("bf16 tma b256 S4 16k", 16384, H, xb, wb, yb);
   }
-  // correctness spot check: bf16 last run, row 12345 all elements equal -> y = x*rsqrt(x^2+eps)*w
-  std::vector<B> hy(H);
-  cudaMemcpy(hy.data(), (B*)y + 12345LL * H, H * 2, cudaMemcpyDeviceToHost);
-  printf("y[12345][0..3] = %g %g %g %g\n", tof(hy[0]), tof(hy[1]), tof(hy[2]), tof(hy[4095]));
-  return 0;
+  return g_failures ? 1 : 0;
 }

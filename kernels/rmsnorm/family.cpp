@@ -66,11 +66,17 @@ std::optional<std::string> validate(const Variant& v) {
            "register-cached loads)";
   if (v.plain_stores && v.vec_bytes == 0)
     return "plain_stores = true needs vec_bytes 8 or 16 (scalar stores carry no cache hint)";
-  if (v.warp_rows && (v.threads_per_row != 0 || v.cached_vecs == 0))
-    return "warp_rows = true needs threads_per_row 0 (run time) and cached_vecs > 0";
+  if (v.warp_rows && (v.threads_per_row != 0 || v.cached_vecs == 0 ||
+                      v.reduction != Reduction::kShuffle || v.block_threads <= 32))
+    return "warp_rows = true needs threads_per_row 0 (run time), cached_vecs > 0, the shuffle "
+           "reduction and block_threads > 32 (a warp per row is what it chooses; with a tree "
+           "reduction a barrier stays)";
   if (v.prefetch && (v.cached_vecs == 0 || v.grid != FamilyGrid::kPersistent))
     return "prefetch = true needs cached_vecs > 0 (it prefetches the register-cached part) and "
            "grid persistent (a per_rows block has no next row)";
+  if (v.prefetch && v.baseline_aligned)
+    return "prefetch = true cannot be combined with baseline_aligned: its doubled cache lowers the "
+           "entry's launch bound, which the composite's verbatim baseline path shares";
   if (v.baseline_aligned &&
       (v.vec_bytes != 16 || !v.peel || v.threads_per_row != 0 || v.block_threads != 256 ||
        v.grid != FamilyGrid::kPersistent || v.stage_weight))
@@ -190,7 +196,7 @@ const std::vector<Variant>& all_variants() {
         "v16-tauto-b256-c2-shfl-pers-peel-bl",    // baseline design on aligned calls, peel else
         "v16-tauto-b256-c2-shfl-pers-peel-ef-bl", // + evict-first loads on the peeled path
         "v16-tauto-b256-c4-shfl-pers-peel-ps",    // write-back stores on calls larger than L2
-        "v16-tauto-b256-c4-shfl-pers-peel-pf",    // next row's loads in flight (software pipeline)
+        "v16-tauto-b256-c4-shfl-pers-peel-pf",    // next row in flight (no gain measured)
         "v16-tauto-b256-c2-shfl-pers-peel-wr-bl", // composite, a warp per row up to 128 vectors
         "v16-tauto-b256-c2-shfl-pers-peel-ef-wr-bl", // + evict-first loads on the peeled path
     };

@@ -59,24 +59,25 @@ struct Variant {
   // x is read once, so its lines should not push the weight or re-read data out of L2. Needs
   // cached_vecs > 0 (the streamed remainder is re-read and keeps normal loads). Name suffix "-ef".
   bool evict_first = false;
-  // Per-call store hint (name suffix "-ps"): calls whose x exceeds 64 MiB (x and y then exceed the
-  // H200's 60 MiB L2) write y with ordinary write-back vector stores, smaller calls keep streaming
-  // stores (__stcs, st.global.cs) so x stays in L2 for warm repeated calls. Measured on the H200
-  // (docs/RESULTS.md, 2026-11-30): bf16 65536 x 4096 one row per block, 265 us with write-back
-  // stores against 276 us with streaming ones; write-back stores were 4-12 % slower warm at
-  // 32 MiB of x. On a composite it applies to the variant's own (peeled) path only. Needs
+  // Per-call store hint (name suffix "-ps"): calls whose x exceeds 64 MiB write y with ordinary
+  // write-back vector stores, smaller calls keep streaming stores (__stcs, st.global.cs) so x stays
+  // in L2 for warm repeated calls. The 64 MiB threshold lies between two H200 measurements
+  // (docs/RESULTS.md, 2026-11-30: streaming faster warm at 32 MiB of x, write-back faster at 512
+  // MiB and up). On a composite it applies to the variant's own (peeled) path only. Needs
   // vec_bytes 8 or 16.
   bool plain_stores = false;
   // Warp rows (name suffix "-wr"): with the run-time threads-per-row rule, a row of at most
   // 2 * 32 * cached_vecs vectors gets one warp (shuffle reduction only, no block barrier) instead
   // of the several warps its cache would need; the vectors beyond the cache are re-read from L1/L2
-  // for the output pass. Needs threads_per_row 0 and cached_vecs > 0.
+  // for the output pass. Needs threads_per_row 0, cached_vecs > 0, the shuffle reduction and
+  // block_threads > 32.
   bool warp_rows = false;
   // Software-pipelined row loop (name suffix "-pf"): the register-cached part of the block's next
   // row is loaded at the top of each iteration, so those loads are in flight while the current row
   // is reduced (barrier included) and written. Doubles the cache's registers (the launch bound
-  // then allows more registers per thread, see emit_entry). Needs cached_vecs > 0 and the
-  // persistent grid (on a per_rows grid a block has no next row).
+  // then allows more registers per thread, see emit_entry). No gain measured on the H200 (bf16
+  // 65536 x 4096: 291 us with, 290 us without). Needs cached_vecs > 0 and the persistent grid (on
+  // a per_rows grid a block has no next row); not with baseline_aligned (launch bound).
   bool prefetch = false;
   // Composite variant (name suffix "-bl"): every call whose x, y and weight pointers and both row
   // strides are 16-byte aligned runs the in-tree baseline's own design (kernels/rmsnorm/baseline,

@@ -13,18 +13,22 @@
 namespace kloop::rmsnorm {
 namespace {
 
-// Cache-hint helpers of the plain_stores option. When x exceeds kLargeCall bytes, x and y together
-// exceed the H200's 60 MiB L2 (DEVICE.md), so no call re-reads x from L2 and an evict-first
-// (streaming) store only costs; on smaller calls the streaming store keeps x resident for warm
-// repeated calls (write-back stores were 4-12 % slower warm at 32 MiB of x). Measured on the H200
-// (docs/RESULTS.md, 2026-11-30).
+// Cache-hint helpers of the plain_stores option: calls whose x exceeds kLargeCall bytes write y
+// with ordinary write-back stores, smaller ones with streaming (evict-first) stores, which keep x
+// resident in L2 for warm repeated calls. The threshold is a judgement between two measurements
+// on the H200 (docs/RESULTS.md, 2026-11-30): at 32 MiB of x (x and y together already exceed the
+// 60 MiB L2) streaming was faster warm; at 512 MiB and more write-back was faster; nothing was
+// measured in between. The hint is a scoped enum, so a pointer cannot stand in for it.
 constexpr const char* kHintHelpers =
     R"(enum : long long { kLargeCall = 64LL << 20 };  // bytes of x above which stores write back
-template <typename T> __device__ __forceinline__ bool large_call(long long rows, int H) {
-  return rows * static_cast<long long>(H) * static_cast<long long>(sizeof(T)) > kLargeCall;
+enum class StoreHint : unsigned char { kStream, kWriteBack };
+template <typename T> __device__ __forceinline__ StoreHint store_hint(long long rows, int H) {
+  return rows * static_cast<long long>(H) * static_cast<long long>(sizeof(T)) > kLargeCall
+             ? StoreHint::kWriteBack
+             : StoreHint::kStream;
 }
-template <typename V> __device__ __forceinline__ void kl_store(bool wb, V* p, const V& v) {
-  if (wb)
+template <typename V> __device__ __forceinline__ void kl_store(StoreHint hint, V* p, const V& v) {
+  if (hint == StoreHint::kWriteBack)
     *p = v;  // ordinary write-back store
   else
     __stcs(p, v);  // streaming store (st.global.cs)
@@ -79,13 +83,13 @@ template <typename T> __device__ __forceinline__ void store_y(T* p, const Raw& r
 )";
   }
   // Vector stores: streaming (st.global.cs); with plain_stores, ordinary write-back stores on
-  // calls larger than L2 (store_y's `wb`, see kLargeCall).
+  // calls larger than L2 (store_y's `hint`, see kLargeCall).
   if (plain) {
     for (std::size_t at = s.find("void store_y(T* p, const Raw& r)"); at != std::string::npos;
          at = s.find("void store_y(T* p, const Raw& r)", at))
-      s.replace(at, 32, "void store_y(T* p, const Raw& r, bool wb)"), at += 32;
+      s.replace(at, 32, "void store_y(T* p, const Raw& r, StoreHint hint)"), at += 32;
     for (std::size_t at = s.find("STORE("); at != std::string::npos; at = s.find("STORE(", at))
-      s.replace(at, 6, "kl_store(wb, ");
+      s.replace(at, 6, "kl_store(hint, ");
     s = std::string(kHintHelpers) + s;
   } else {
     for (std::size_t at = s.find("STORE("); at != std::string::npos; at = s.find("STORE(", at))
@@ -281,7 +285,7 @@ template <typename T> __device__ __forceinline__ int row_head(const T* xr, int H
   s += "  const int tid = static_cast<int>(threadIdx.x);\n";
   s += emit_tpr(v);
   if (v.plain_stores && v.vec_bytes > 0)
-    s += "  const bool wb = large_call<T>(rows, H);  // write-back stores (uniform per launch)\n";
+    s += "  const StoreHint hint = store_hint<T>(rows, H);  // uniform per launch\n";
   s += "  const int rpb = kBlockThreads / tpr;  // rows per block iteration\n";
   s += "  const int group = tid / tpr;\n  const int t = tid - group * tpr;\n";
   if (stage) s += emit_stage();
@@ -385,7 +389,7 @@ template <typename T> __device__ __forceinline__ int row_head(const T* xr, int H
     wload = "wvec ? load_ro(wb + i * kV) : gather_ro(wb + i * kV)";
   else
     wload = "load_ro(wb + i * kV)";
-  const std::string sy = v.plain_stores ? "store_y(yr + head + i * kV, o, wb);\n"
+  const std::string sy = v.plain_stores ? "store_y(yr + head + i * kV, o, hint);\n"
                                         : "store_y(yr + head + i * kV, o);\n";
   const std::string store = peel ? "        if (yvec)\n          " + sy +
                                        "        else\n          scatter_y(yr + head + i * kV, o);\n"

@@ -134,11 +134,19 @@ Variant flagship_variant() {
 
 Variant safer_neighbour(const Variant& v) {
   Variant s = v;
-  if (s.stage_weight) {
+  // The newest options go first: the software prefetch, warp rows, the per-call store hint.
+  if (s.prefetch) {
+    s.prefetch = false;
+  } else if (s.warp_rows) {
+    s.warp_rows = false;
+  } else if (s.plain_stores) {
+    s.plain_stores = false;
+  } else if (s.stage_weight) {
     s.stage_weight = false;
   } else if (s.cached_vecs > 2) {
     s.cached_vecs /= 2;
   } else if (s.threads_per_row == 0) { // fixed geometry, one block per row
+    s.baseline_aligned = false;        // a composite needs the run-time geometry
     s.threads_per_row = s.block_threads = 256;
     s.grid = FamilyGrid::kPerRows;
   } else if (s.cached_vecs > 0) {

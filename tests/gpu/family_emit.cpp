@@ -26,7 +26,9 @@ int main(int argc, char** argv) {
   }
   const auto variant = kloop::rmsnorm::variant_by_name(argv[2]);
   if (!variant) {
-    std::cerr << "family_emit: '" << argv[2] << "' is not a valid offline-family variant name\n";
+    std::cerr << "family_emit: '" << argv[2]
+              << "' is not a valid offline-family variant name (the canonical form and each "
+                 "option's constraints: kernels/rmsnorm/family.h, docs/OFFLINE.md)\n";
     return 2;
   }
   const auto gen = kloop::rmsnorm::generate(*variant);

@@ -1,10 +1,15 @@
 // Offline-family variants whose options change the emitted row loop pass the full device
 // correctness gate: the public suite (all dtypes, views, values, with the device audit: poison,
-// guards, input bytes, repeats, concurrent streams) plus two calls larger than L2, where the
-// per-call store hint (-ps) switches to write-back stores (x over 64 MiB: a peeled bf16 one with
-// an odd width and an aligned float32 one). The variants (tests/gpu/CMakeLists.txt) cover software
-// prefetch (-pf), the store hint, warp rows (-wr), evict-first loads and composites (-bl), alone
+// guards, input bytes, repeats, concurrent streams) plus four larger calls: two over the 64 MiB
+// store-hint threshold (-ps writes back there; a peeled bf16 one with an odd width and an aligned
+// float32 one) and two with rows of 127 vectors and enough rows that warp rows (-wr) give each row
+// one warp (bf16 32768 x 1009, float32 8192 x 509; the public suite's rows at those widths are too
+// few: the run-time rule widens them again). The variants (tests/gpu/CMakeLists.txt) cover
+// software prefetch (-pf), the store hint, warp rows, evict-first loads and composites (-bl), alone
 // and combined; their cubins are built by nvcc from family_emit's output.
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -27,7 +32,7 @@ std::vector<std::string> family_variants() {
   return out;
 }
 
-// A call whose x is larger than the store hint's 64 MiB threshold.
+// A contiguous call of rows x h with normal values.
 rmsnorm::CaseSpec large_call(DType dtype, std::int64_t rows, std::int64_t h) {
   rmsnorm::CaseSpec s;
   s.name = "family-large-" + std::to_string(rows) + "x" + std::to_string(h);
@@ -54,13 +59,17 @@ TEST_P(GpuFamilyTest, PassesThePublicSuiteAndCallsLargerThanL2) {
   const rmsnorm::CaseSpec f32 = large_call(DType::kFloat32, 4200, 4096);
   for (const auto& s : {bf16, f32})
     ASSERT_GT(s.numel() * (s.dtype == DType::kFloat32 ? 4 : 2), 64LL << 20) << s.name;
-  const nlohmann::json cases = nlohmann::json::array({bf16.to_json(), f32.to_json()});
-  const auto big = run_correctness(&c, cases, std::chrono::seconds(200), {{"concurrency", false}});
+  // 127 vectors per row (after a peel head of up to 7 elements): one warp per row with -wr.
+  const rmsnorm::CaseSpec warp_bf16 = large_call(DType::kBFloat16, 32768, 1009);
+  const rmsnorm::CaseSpec warp_f32 = large_call(DType::kFloat32, 8192, 509);
+  const nlohmann::json cases = nlohmann::json::array(
+      {bf16.to_json(), f32.to_json(), warp_bf16.to_json(), warp_f32.to_json()});
+  const auto big = run_correctness(&c, cases, std::chrono::seconds(240), {{"concurrency", false}});
   ASSERT_EQ(big.status, GateStatus::kPass) << describe(big);
-  EXPECT_EQ(big.result.at("suite").at("passed").get<std::size_t>(), 2u);
-  // Both calls ran the candidate (the gate counts its repeat calls too), none went to the
+  EXPECT_EQ(big.result.at("suite").at("passed").get<std::size_t>(), 4u);
+  // Every call ran the candidate (the gate counts its repeat calls too), none went to the
   // reference.
-  EXPECT_GE(big.result.at("path_counts").at("candidate").get<int>(), 2);
+  EXPECT_GE(big.result.at("path_counts").at("candidate").get<int>(), 4);
   EXPECT_EQ(big.result.at("path_counts").value("reference", 0), 0) << big.result.dump();
 }
 

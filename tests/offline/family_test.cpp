@@ -1,6 +1,7 @@
 // Unit tests of the offline kernel family: determinism, names, validation, and that every curated
 // variant's manifest parses against its source and states the variant's launch and dispatch.
 #include <functional>
+#include <iterator>
 #include <regex>
 #include <set>
 
@@ -240,6 +241,16 @@ TEST(OfflineFamily, StoreHintWarpRowsAndPrefetchAreNamedOptionsWithStatedConstra
       "plain_stores");
   fails_on(
       base, [](Variant& v) { v.threads_per_row = 32; }, "warp_rows");
+  fails_on(
+      base, [](Variant& v) { v.reduction = Reduction::kSharedTree; }, "warp_rows");
+  fails_on(
+      base, [](Variant& v) { v.block_threads = 32; }, "warp_rows");
+  // Prefetch doubles the cache, which would lower a composite's launch bound for the baseline's
+  // path too.
+  EXPECT_FALSE(variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-pf-bl"));
+  fails_on(
+      *variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-bl"),
+      [](Variant& v) { v.prefetch = true; }, "baseline_aligned");
 }
 
 TEST(OfflineFamily, PrefetchIssuesTheNextRowsLoadsBeforeTheCurrentRowIsReduced) {
@@ -254,7 +265,10 @@ TEST(OfflineFamily, PrefetchIssuesTheNextRowsLoadsBeforeTheCurrentRowIsReduced) 
   const std::size_t barrier = pf.find("__syncthreads();", loop);
   const std::size_t rotate = pf.find("cache[k] = next[k];");
   ASSERT_NE(loop, std::string::npos);
+  ASSERT_NE(first, std::string::npos);
   ASSERT_NE(next, std::string::npos);
+  ASSERT_NE(reduce, std::string::npos);
+  ASSERT_NE(barrier, std::string::npos);
   ASSERT_NE(rotate, std::string::npos);
   EXPECT_LT(first, loop);     // the first row's cache is loaded before the loop
   EXPECT_LT(loop, next);      // each iteration issues the next row's loads ...
@@ -267,29 +281,48 @@ TEST(OfflineFamily, PrefetchIssuesTheNextRowsLoadsBeforeTheCurrentRowIsReduced) 
 }
 
 TEST(OfflineFamily, StoreHintWritesBackOnlyOnCallsLargerThanL2) {
-  const std::string ps =
-      generate(*variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-ps")).kernel_cu;
+  for (const char* name :
+       {"v16-tauto-b256-c4-shfl-pers-peel-ps", "v16-tauto-b512-c4-shfl-pers-peel-ws-ps",
+        "v16-t32-b256-c8-shfl-rows-nopeel-ps", "v8-t32-b256-c8-shfl-rows-peel-ps"}) {
+    SCOPED_TRACE(name);
+    const auto v = variant_by_name(name);
+    ASSERT_TRUE(v.has_value());
+    const std::string ps = generate(*v).kernel_cu;
+    // 64 MiB of x decides, once per launch; the hint is a scoped enum, so no other name (the
+    // weight row pointer of the output pass, say) can stand in for it.
+    EXPECT_NE(ps.find("kLargeCall = 64LL << 20"), std::string::npos);
+    EXPECT_NE(ps.find("> kLargeCall\n             ? StoreHint::kWriteBack\n             : "
+                      "StoreHint::kStream;"),
+              std::string::npos);
+    EXPECT_NE(ps.find("if (hint == StoreHint::kWriteBack)\n    *p = v;"), std::string::npos);
+    const std::regex decl(R"([A-Za-z_]\w*\s+hint\s*=[^=])");
+    const auto decls =
+        std::distance(std::sregex_iterator(ps.begin(), ps.end(), decl), std::sregex_iterator());
+    EXPECT_EQ(decls, 1) << "the hint must be declared once (const StoreHint hint = ...)";
+    EXPECT_NE(ps.find("const StoreHint hint = store_hint<T>(rows, H);"), std::string::npos);
+    // Every vector store of y takes the hint.
+    const std::regex store_call(R"(store_y\(yr \+ head \+ i \* kV, o(, hint)?\);)");
+    int calls = 0, with_hint = 0;
+    for (auto it = std::sregex_iterator(ps.begin(), ps.end(), store_call);
+         it != std::sregex_iterator(); ++it, ++calls)
+      with_hint += (*it)[1].matched ? 1 : 0;
+    EXPECT_GT(calls, 0);
+    EXPECT_EQ(with_hint, calls);
+  }
+  // Without the option every vector store streams, as before.
   const std::string plain =
       generate(*variant_by_name("v16-tauto-b256-c4-shfl-pers-peel")).kernel_cu;
-  // 64 MiB of x: x and y together exceed the H200's 60 MiB L2.
-  EXPECT_NE(ps.find("kLargeCall = 64LL << 20"), std::string::npos);
-  EXPECT_NE(ps.find("return rows * static_cast<long long>(H) * static_cast<long long>(sizeof(T)) "
-                    "> kLargeCall;"),
-            std::string::npos);
-  EXPECT_NE(ps.find("const bool wb = large_call<T>(rows, H);"), std::string::npos);
-  EXPECT_NE(ps.find("store_y(yr + head + i * kV, o, wb);"), std::string::npos);
-  EXPECT_NE(ps.find("kl_store(wb, reinterpret_cast<uint4*>(p)"), std::string::npos);
-  // Without the option every vector store streams, as before.
-  EXPECT_EQ(plain.find("kl_store"), std::string::npos);
+  EXPECT_EQ(plain.find("StoreHint"), std::string::npos);
   EXPECT_NE(plain.find("__stcs(reinterpret_cast<uint4*>(p)"), std::string::npos);
   // A composite keeps the baseline's code verbatim (its streaming stores included).
   const std::string comp =
       generate(*variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-ps-wr-bl")).kernel_cu;
   const std::string_view base = embedded_baseline_source();
+  const std::size_t ns = base.find("namespace {");
   const std::size_t cut = base.find("extern \"C\"");
-  const std::string_view body =
-      base.substr(base.find("namespace {"), cut - base.find("namespace {"));
-  EXPECT_NE(comp.find(std::string(body.substr(0, 400))), std::string::npos);
+  ASSERT_NE(ns, std::string_view::npos);
+  ASSERT_NE(cut, std::string_view::npos);
+  EXPECT_NE(comp.find(std::string(base.substr(ns, cut - ns))), std::string::npos);
 }
 
 TEST(OfflineFamily, WarpRowsGivesRowsOfUpToTwiceAWarpsCacheOneWarp) {

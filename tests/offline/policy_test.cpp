@@ -66,6 +66,24 @@ TEST(OfflinePolicy, FailedCorrectnessFallsBackToSaferNeighbour) {
   EXPECT_EQ(d.rules, std::vector<std::string>{"fail:safer_neighbour"});
 }
 
+TEST(OfflinePolicy, SaferNeighbourDropsTheNewestOptionsFirst) {
+  const auto name_of = [](const char* n) {
+    return variant_name(safer_neighbour(*variant_by_name(n)));
+  };
+  EXPECT_EQ(name_of("v16-tauto-b128-c2-shfl-pers-peel-ef-ps-wr-pf"),
+            "v16-tauto-b128-c2-shfl-pers-peel-ef-ps-wr");
+  EXPECT_EQ(name_of("v16-tauto-b128-c2-shfl-pers-peel-ef-ps-wr"),
+            "v16-tauto-b128-c2-shfl-pers-peel-ef-ps");
+  EXPECT_EQ(name_of("v16-tauto-b128-c2-shfl-pers-peel-ef-ps"),
+            "v16-tauto-b128-c2-shfl-pers-peel-ef");
+  // A failing composite with warp rows goes to the composite without them, then (two cached
+  // vectors, run-time geometry) to fixed geometry, which a composite cannot have: the composite
+  // flag goes with it (it used to fall to the scalar safe default).
+  EXPECT_EQ(name_of("v16-tauto-b256-c2-shfl-pers-peel-ef-wr-bl"),
+            "v16-tauto-b256-c2-shfl-pers-peel-ef-bl");
+  EXPECT_EQ(name_of("v16-tauto-b256-c2-shfl-pers-peel-bl"), "v16-t256-b256-c2-shfl-rows-peel");
+}
+
 TEST(OfflinePolicy, SpillsHalveTheCachedVectors) {
   OfflinePolicy p(7);
   p.next(nullptr);

@@ -61,6 +61,14 @@ TEST(StoreCliTest, SessionsShowCompareVerifyAndReceiptRoundTrip) {
   const auto j = nlohmann::json::parse(show.out);
   EXPECT_EQ(j["iterations"].size(), 3u);
   EXPECT_EQ(j["promotion"]["decision"], "promoted");
+  // The text view numbers iterations from 1, as `kloop optimize` prints them ([1/3] .. [3/3]);
+  // the JSON keeps the store's 0-based index.
+  const Proc text = sh(cli + "show 1 --store " + s);
+  ASSERT_EQ(text.rc, 0) << text.out;
+  EXPECT_NE(text.out.find("\niteration 1 ("), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("\niteration 3 ("), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("\niteration 0 ("), std::string::npos) << text.out;
+  EXPECT_EQ(j["iterations"][0]["index"], 0);
   const Proc cmp = sh(cli + "compare 1 --json --store " + s);
   ASSERT_EQ(cmp.rc, 0) << cmp.out;
   EXPECT_EQ(nlohmann::json::parse(cmp.out)["groups"][0]["sessions"][0]["iterations_to_first_pass"],
@@ -203,6 +211,10 @@ TEST(StoreReportTest, SessionWithoutDeviceDataSaysSoInsteadOfCharts) {
   EXPECT_NE(page.find("id=\"roofline-missing\""), std::string::npos);
   EXPECT_NE(page.find("id=\"stalls-missing\""), std::string::npos);
   EXPECT_NE(page.find("<svg id=\"gates\""), std::string::npos);
+  // Iterations are numbered from 1, as `kloop optimize` prints them (stored index 0).
+  EXPECT_NE(page.find("<title>iteration 1 ("), std::string::npos);
+  EXPECT_NE(page.find(">iter 1 cand 1</text>"), std::string::npos);
+  EXPECT_EQ(page.find("<title>iteration 0 ("), std::string::npos);
 }
 
 } // namespace
