@@ -3,7 +3,7 @@
 // float32 and bfloat16 65536 x 4096 (and 16384 x 4096). The question it answers: does an
 // asynchronous multi-stage pipeline lift a persistent grid to the bandwidth of one row per block
 // on a per_rows grid (grid_schedule.cu)? Measured on the H200 (docs/RESULTS.md, 2026-11-30): no,
-// 284 us bf16 / 559 us float32 against 265-273 us / 522-545 us.
+// 284 us bf16 / 559 us float32 against 265-276 us / 522-547 us.
 // Build: nvcc -O3 -arch=sm_90 -o tma_pipeline bench/cuda/tma_pipeline.cu (CMake target
 // tma_pipeline when CUDA is enabled). Prints one line per configuration (median of 20 launches).
 #include <algorithm>

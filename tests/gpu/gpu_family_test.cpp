@@ -2,9 +2,9 @@
 // correctness gate: the public suite (all dtypes, views, values, with the device audit: poison,
 // guards, input bytes, repeats, concurrent streams) plus four larger calls: two over the 64 MiB
 // store-hint threshold (-ps writes back there; a peeled bf16 one with an odd width and an aligned
-// float32 one) and two with rows of 127 vectors and enough rows that warp rows (-wr) give each row
-// one warp (bf16 32768 x 1009, float32 8192 x 509; the public suite's rows at those widths are too
-// few: the run-time rule widens them again). The variants (tests/gpu/CMakeLists.txt) cover
+// float32 one) and two with rows of 126-127 full vectors and enough rows that warp rows (-wr) give
+// each row one warp (bf16 32768 x 1009, float32 8192 x 509; the public suite's rows at those widths
+// are too few: the run-time rule widens them again). The variants (tests/gpu/CMakeLists.txt) cover
 // software prefetch (-pf), the store hint, warp rows, evict-first loads and composites (-bl), alone
 // and combined; their cubins are built by nvcc from family_emit's output.
 #include <chrono>
@@ -59,7 +59,8 @@ TEST_P(GpuFamilyTest, PassesThePublicSuiteAndCallsLargerThanL2) {
   const rmsnorm::CaseSpec f32 = large_call(DType::kFloat32, 4200, 4096);
   for (const auto& s : {bf16, f32})
     ASSERT_GT(s.numel() * (s.dtype == DType::kFloat32 ? 4 : 2), 64LL << 20) << s.name;
-  // 127 vectors per row (after a peel head of up to 7 elements): one warp per row with -wr.
+  // 126-127 full vectors per row (after a peel head of up to 7 elements): one warp per row with
+  // -wr.
   const rmsnorm::CaseSpec warp_bf16 = large_call(DType::kBFloat16, 32768, 1009);
   const rmsnorm::CaseSpec warp_f32 = large_call(DType::kFloat32, 8192, 509);
   const nlohmann::json cases = nlohmann::json::array(
