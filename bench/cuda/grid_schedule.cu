@@ -10,19 +10,7 @@
 // Build: nvcc -O3 -arch=sm_90 -o grid_schedule bench/cuda/grid_schedule.cu (the CMake target
 // grid_schedule does this when CUDA is enabled). Prints one line per configuration: median of 20
 // timed launches after 5 warm-up launches (no L2 flush: every tensor here is at least 128 MiB).
-#include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <cuda_bf16.h>
-#include <vector>
-template <typename T> __device__ __forceinline__ float ef(unsigned w, int half);
-template <> __device__ __forceinline__ float ef<float>(unsigned w, int) {
-  return __uint_as_float(w);
-}
-template <> __device__ __forceinline__ float ef<__nv_bfloat16>(unsigned w, int h) {
-  return __uint_as_float(h ? (w & 0xffff0000u) : (w << 16));
-}
+#include "bench_common.cuh"
 
 template <typename T, int BT, int C, int MODE, bool PACK, int LD = 0, int ST = 0>
 __global__ void __launch_bounds__(BT, 1024 / BT)
@@ -119,37 +107,6 @@ __global__ void __launch_bounds__(BT, 1024 / BT)
   }
 }
 
-// Output check: every input element has the bytes 0x3f3f... (cudaMemset), so every output element
-// is (v * rsqrt(v * v + eps)) * v for that value v. y is set to NaN bytes before the timed launches
-// of each configuration and four elements (first and last of the first and last row) are compared
-// with the host value; a mismatch is printed and makes the program exit 1.
-int g_failures = 0;
-template <typename T> float host_value(T v);
-template <> float host_value<float>(float v) {
-  return v;
-}
-template <> float host_value<__nv_bfloat16>(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-template <typename T> bool check_output(const T* y, long long rows, int H, float eps) {
-  T one;
-  std::memset(&one, 0x3f, sizeof(T));
-  const float v = host_value(one);
-  const float expect = (v * (1.0f / std::sqrt(v * v + eps))) * v;
-  const long long at[4] = {0, H - 1, (rows - 1) * H, rows * H - 1};
-  for (long long i : at) {
-    T got;
-    cudaMemcpy(&got, y + i, sizeof(T), cudaMemcpyDeviceToHost);
-    const float g = host_value(got);
-    if (!(std::fabs(g - expect) <= 1e-2f * std::fabs(expect))) {
-      printf("MISMATCH at element %lld: got %g, expected %g\n", i, g, expect);
-      ++g_failures;
-      return false;
-    }
-  }
-  return true;
-}
-
 template <typename T, int BT, int C, int MODE, bool PACK, int LD = 0, int ST = 0>
 void run(const char* name, long long rows, int H, int gridmul, T* x, T* w, T* y) {
   auto f = k<T, BT, C, MODE, PACK, LD, ST>;
@@ -157,22 +114,9 @@ void run(const char* name, long long rows, int H, int gridmul, T* x, T* w, T* y)
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, f, BT, 0);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   long long grid = MODE == 0 ? rows : std::min<long long>(rows, (long long)nb * sms * gridmul);
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
   cudaMemset(y, 0xff, static_cast<size_t>(rows) * H * sizeof(T));
-  std::vector<float> ts;
-  for (int i = 0; i < 25; ++i) {
-    cudaEventRecord(a);
-    f<<<grid, BT>>>(x, w, y, rows, H, 1e-6f);
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms;
-    cudaEventElapsedTime(&ms, a, b);
-    if (i >= 5) ts.push_back(ms);
-  }
-  std::sort(ts.begin(), ts.end());
-  double med = ts[ts.size() / 2] * 1e3, bytes = 2.0 * rows * H * sizeof(T);
+  const double med = median_ms([&] { f<<<grid, BT>>>(x, w, y, rows, H, 1e-6f); }, 20, 5) * 1e3;
+  const double bytes = 2.0 * rows * H * sizeof(T);
   check_output(y, rows, H, 1e-6f);
   printf("%-28s %6lldx%-5d grid %6lld occ %d  %8.1f us  %.3f TB/s  err %s\n", name, rows, H, grid,
          nb, med, bytes / med / 1e6, cudaGetErrorString(cudaGetLastError()));
@@ -192,21 +136,9 @@ int main() {
   cudaMalloc(&cs, cb);
   cudaMalloc(&cd, cb);
   for (int rep = 0; rep < 2; ++rep) { // grids (streaming hints)
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    std::vector<float> ts;
-    for (int i = 0; i < 12; ++i) {
-      cudaEventRecord(a);
-      cudaMemcpyAsync(cd, cs, cb, cudaMemcpyDeviceToDevice);
-      cudaEventRecord(b);
-      cudaEventSynchronize(b);
-      float ms;
-      cudaEventElapsedTime(&ms, a, b);
-      if (i >= 2) ts.push_back(ms);
-    }
-    std::sort(ts.begin(), ts.end());
-    printf("copy 1GiB: %.1f us %.3f TB/s\n", ts[5] * 1e3, 2.0 * cb / ts[5] / 1e9);
+    const float copy_ms =
+        median_ms([&] { cudaMemcpyAsync(cd, cs, cb, cudaMemcpyDeviceToDevice); }, 10, 2);
+    printf("copy 1GiB: %.1f us %.3f TB/s\n", copy_ms * 1e3, 2.0 * cb / copy_ms / 1e9);
     float* xf = (float*)x;
     float* yf = (float*)y;
     float* wf = (float*)w;

@@ -6,20 +6,9 @@
 // 284 us bf16 / 559 us float32 against 265-276 us / 522-547 us.
 // Build: nvcc -O3 -arch=sm_90 -o tma_pipeline bench/cuda/tma_pipeline.cu (CMake target
 // tma_pipeline when CUDA is enabled). Prints one line per configuration (median of 20 launches).
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <cuda_bf16.h>
-#include <vector>
-template <typename T> __device__ __forceinline__ float ef(unsigned w, int half);
-template <> __device__ __forceinline__ float ef<float>(unsigned w, int) {
-  return __uint_as_float(w);
-}
-template <> __device__ __forceinline__ float ef<__nv_bfloat16>(unsigned w, int h) {
-  return __uint_as_float(h ? (w & 0xffff0000u) : (w << 16));
-}
+
+#include "bench_common.cuh"
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -135,37 +124,6 @@ __global__ void __launch_bounds__(BT, 1) k(const T* __restrict__ x, const T* __r
   }
 }
 
-// Output check: every input element has the bytes 0x3f3f... (cudaMemset), so every output element
-// is (v * rsqrt(v * v + eps)) * v for that value v. y is set to NaN bytes before the timed launches
-// of each configuration and four elements (first and last of the first and last row) are compared
-// with the host value; a mismatch is printed and makes the program exit 1.
-int g_failures = 0;
-template <typename T> float host_value(T v);
-template <> float host_value<float>(float v) {
-  return v;
-}
-template <> float host_value<__nv_bfloat16>(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-template <typename T> bool check_output(const T* y, long long rows, int H, float eps) {
-  T one;
-  std::memset(&one, 0x3f, sizeof(T));
-  const float v = host_value(one);
-  const float expect = (v * (1.0f / std::sqrt(v * v + eps))) * v;
-  const long long at[4] = {0, H - 1, (rows - 1) * H, rows * H - 1};
-  for (long long i : at) {
-    T got;
-    cudaMemcpy(&got, y + i, sizeof(T), cudaMemcpyDeviceToHost);
-    const float g = host_value(got);
-    if (!(std::fabs(g - expect) <= 1e-2f * std::fabs(expect))) {
-      printf("MISMATCH at element %lld: got %g, expected %g\n", i, g, expect);
-      ++g_failures;
-      return false;
-    }
-  }
-  return true;
-}
-
 template <typename T, int BT, int C, int S>
 void run(const char* name, long long rows, int H, T* x, T* w, T* y) {
   auto f = k<T, BT, C, S>;
@@ -175,22 +133,10 @@ void run(const char* name, long long rows, int H, T* x, T* w, T* y) {
   cudaOccupancyMaxActiveBlocksPerMultiprocessor(&nb, f, BT, smem);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   long long grid = std::min<long long>(rows, (long long)nb * sms);
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
   cudaMemset(y, 0xff, static_cast<size_t>(rows) * H * sizeof(T));
-  std::vector<float> ts;
-  for (int i = 0; i < 25; ++i) {
-    cudaEventRecord(a);
-    f<<<grid, BT, smem>>>(x, w, y, rows, H, 1e-6f);
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms;
-    cudaEventElapsedTime(&ms, a, b);
-    if (i >= 5) ts.push_back(ms);
-  }
-  std::sort(ts.begin(), ts.end());
-  double med = ts[ts.size() / 2] * 1e3, bytes = 2.0 * rows * H * sizeof(T);
+  const double med =
+      median_ms([&] { f<<<grid, BT, smem>>>(x, w, y, rows, H, 1e-6f); }, 20, 5) * 1e3;
+  const double bytes = 2.0 * rows * H * sizeof(T);
   check_output(y, rows, H, 1e-6f);
   printf("%-26s %6lldx%-5d grid %5lld occ %d smem %6zu %8.1f us  %.3f TB/s  %s\n", name, rows, H,
          grid, nb, smem, med, bytes / med / 1e6, cudaGetErrorString(cudaGetLastError()));
