@@ -18,6 +18,7 @@
 
 #include "kernels/rmsnorm/cases.h"
 #include "tests/gpu/gpu_test_support.h"
+#include "tests/offline/variant_param_name.h"
 
 namespace kloop::gputest {
 namespace {
@@ -75,12 +76,7 @@ TEST_P(GpuFamilyTest, PassesThePublicSuiteAndCallsLargerThanL2) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Options, GpuFamilyTest, ::testing::ValuesIn(family_variants()),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+                         kloop::test_support::variant_param_name);
 
 } // namespace
 } // namespace kloop::gputest

@@ -12,6 +12,7 @@
 #include <nvrtc.h>
 
 #include "kernels/rmsnorm/family.h"
+#include "tests/offline/variant_param_name.h"
 
 namespace kloop::rmsnorm {
 namespace {
@@ -126,12 +127,7 @@ std::vector<std::string> curated_names() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Curated, FamilyNvrtc, ::testing::ValuesIn(curated_names()),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+                         kloop::test_support::variant_param_name);
 
 } // namespace
 } // namespace kloop::rmsnorm
