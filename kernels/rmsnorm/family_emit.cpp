@@ -256,6 +256,19 @@ std::string emit_reduction(const Variant& v) {
   return s;
 }
 
+// The cached-vector load loop: dst[k] = the k-th vector this thread caches of the row at ptr
+// (peel head `head`, `nvec` whole vectors), issued back to back; `indent` spaces before the loop.
+std::string emit_cache_load(int indent, const char* dst, const char* nvec, const char* ptr,
+                            const char* head, int count, const char* load) {
+  const std::string in(static_cast<std::size_t>(indent), ' ');
+  return fmt::format("#pragma unroll\n"
+                     "{0}for (int k = 0; k < {1}; ++k) {{\n"
+                     "{0}  const int i = t + k * tpr;\n"
+                     "{0}  {2}[k] = i < {3} ? {4}({5} + {6} + i * kV) : Raw{{}};\n"
+                     "{0}}}\n",
+                     in, count, dst, nvec, load, ptr, head);
+}
+
 std::string emit_body(const Variant& v) {
   const bool vec = v.vec_bytes > 0;
   const bool peel = vec && v.peel;
@@ -300,20 +313,15 @@ template <typename T> __device__ __forceinline__ int row_head(const T* xr, int H
   if (pf)
     // Software pipeline: the cached part of the block's first row is loaded before the loop; each
     // iteration then issues the next row's loads before it reduces and writes the current one.
-    s += fmt::format(R"(  Raw cache[{0}];  // the current row's cached vectors
+    s += fmt::format(R"(  Raw cache[{}];  // the current row's cached vectors
   {{
     const long long row = static_cast<long long>(blockIdx.x) * rpb + group;
     const T* xr = x + (row < rows ? row : 0LL) * xs;
     const int head = row_head<T>(xr, H);
     const int nvec = row < rows ? (H - head) / kV : 0;
-#pragma unroll
-    for (int k = 0; k < {0}; ++k) {{
-      const int i = t + k * tpr;
-      cache[k] = i < nvec ? {1}(xr + head + i * kV) : Raw{{}};
-    }}
-  }}
 )",
-                     c, load);
+                     c) +
+         emit_cache_load(4, "cache", "nvec", "xr", "head", c, load) + "  }\n";
   s +=
       R"(  for (long long base = static_cast<long long>(blockIdx.x) * rpb; base < rows; base += step) {
     const long long row = base + group;
@@ -328,34 +336,24 @@ template <typename T> __device__ __forceinline__ int row_head(const T* xr, int H
   s += "    const int nvec = active ? (H - head) / kV : 0;\n";
   s += "    const int tail = head + nvec * kV;\n    float ss = 0.0f;\n";
   if (pf)
-    s += fmt::format(
-        R"(    Raw next[{0}];  // the next row's cached vectors, in flight while this row finishes
+    s +=
+        fmt::format(
+            R"(    Raw next[{}];  // the next row's cached vectors, in flight while this row finishes
     {{
       const long long nrow = base + step + group;
       const T* nxr = x + (nrow < rows ? nrow : 0LL) * xs;
       const int nhead = row_head<T>(nxr, H);
       const int nnvec = nrow < rows ? (H - nhead) / kV : 0;
-#pragma unroll
-      for (int k = 0; k < {0}; ++k) {{
-        const int i = t + k * tpr;
-        next[k] = i < nnvec ? {1}(nxr + nhead + i * kV) : Raw{{}};
-      }}
-    }}
-#pragma unroll
-    for (int k = 0; k < {0}; ++k) ss = sumsq<T>(cache[k], ss);
 )",
-        c, load);
+            c) +
+        emit_cache_load(6, "next", "nnvec", "nxr", "nhead", c, load) + "    }\n";
   else if (c > 0)
-    s += fmt::format(R"(    Raw cache[{0}];  // issued back to back: {0} loads in flight per thread
-#pragma unroll
-    for (int k = 0; k < {0}; ++k) {{
-      const int i = t + k * tpr;
-      cache[k] = i < nvec ? {1}(xr + head + i * kV) : Raw{{}};
-    }}
-#pragma unroll
-    for (int k = 0; k < {0}; ++k) ss = sumsq<T>(cache[k], ss);
-)",
-                     c, load);
+    s += fmt::format(
+             "    Raw cache[{0}];  // issued back to back: {0} loads in flight per thread\n", c) +
+         emit_cache_load(4, "cache", "nvec", "xr", "head", c, load);
+  if (c > 0)
+    s += fmt::format(
+        "#pragma unroll\n    for (int k = 0; k < {}; ++k) ss = sumsq<T>(cache[k], ss);\n", c);
   s += fmt::format(
       R"(    for (int i = t + {} * tpr; i < nvec; i += tpr) ss = sumsq<T>(load_ro(xr + head + i * kV), ss);
     if (active) {{
