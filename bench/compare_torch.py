@@ -5,7 +5,7 @@ Loads a candidate's cubin and manifest, launches it on torch tensors through the
 of cuda-python (cuda.bindings.driver: cuLibraryLoadData / cuLibraryGetKernel / cuLaunchKernel),
 and times it side by side with torch.nn.functional.rms_norm and torch.compile of the seed's
 reference on the contract's shape sweep: interleaved A-B-C-C-B-A on identical inputs, L2 flushed
-(2x L2 written) before every sample, then a GPU-side delay (torch.cuda._sleep, --blocker-us) so
+(persisting/evict_last lines reset to normal, then 2x L2 written) before every sample, then a GPU-side delay (torch.cuda._sleep, --blocker-us) so
 the host enqueues the timed call while the GPU is still busy: CUDA events then time the kernel,
 not Python's launch overhead (the benchmark gate's blocking-kernel idea). Outputs are checked
 against the fp32 reference. Prints one table: shape, dtype, each path's median time and TB/s, and ratios.
@@ -113,6 +113,11 @@ def time_paths(paths, inputs, samples, flush, blocker_cycles):
     stop = [torch.cuda.Event(enable_timing=True) for _ in order]
     for _ in range(max(1, samples // 2)):
         for i, name in enumerate(order):
+            # Lines a kernel loaded under an L2 evict_last policy (torch.compile's Triton kernels
+            # do) survive a plain memset flush; return them to normal priority first (H200 probe,
+            # bench/cuda/two_pass.cu).
+            torch.cuda.synchronize()
+            check(cu.cuCtxResetPersistingL2Cache())
             flush.zero_()
             torch.cuda._sleep(blocker_cycles)
             start[i].record()

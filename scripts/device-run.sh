@@ -44,8 +44,8 @@ if [ "${1:-}" != "--remote" ]; then
   fi
   # Standalone CUDA benchmarks of grid schedules and cache hints (bench/cuda; GRID_BENCH=1).
   if [ "${GRID_BENCH:-0}" = 1 ]; then
-    cmake --build "$build" -j "${JOBS:-$(nproc)}" --target grid_schedule tma_pipeline
-    cp "$build/bin/grid_schedule" "$build/bin/tma_pipeline" "$bundle/bin/"
+    cmake --build "$build" -j "${JOBS:-$(nproc)}" --target grid_schedule tma_pipeline two_pass
+    cp "$build/bin/grid_schedule" "$build/bin/tma_pipeline" "$build/bin/two_pass" "$bundle/bin/"
   fi
   strip --strip-debug "$bundle"/bin/* 2>/dev/null || true
   # Resolve libraries from the build folder's binaries (the staged ones would find $bundle/lib).
@@ -190,11 +190,24 @@ PY
 fi
 
 # Grid-schedule and cache-hint benchmarks, when staged with GRID_BENCH=1 (bench/cuda).
-for b in grid_schedule tma_pipeline; do
+for b in grid_schedule tma_pipeline two_pass; do
   [ -x "$bundle/bin/$b" ] || continue
   echo "== $b" >>"$out/grid-bench.txt"
   timeout 120 "$bundle/bin/$b" >>"$out/grid-bench.txt" 2>&1 || echo "$b: exit $?" >>"$out/grid-bench.txt"
 done
+
+# torch.compile's own kernel for the seed's reference (INDUCTOR=1): generated source, Triton
+# PTX/cubin and launch metadata under $out/inductor, timings in $out/inductor.txt
+# (bench/inductor_kernel.py; INDUCTOR_SHAPES="dtype:rows:h ..." overrides its default shapes).
+if [ "${INDUCTOR:-0}" = 1 ]; then
+  PYTHONUNBUFFERED=1 timeout "${INDUCTOR_TIMEOUT:-240}" python3 bench/inductor_kernel.py \
+    "$out/inductor" ${INDUCTOR_SHAPES:+--shapes $INDUCTOR_SHAPES} >"$out/inductor.txt" 2>&1 ||
+    echo "inductor_kernel exit $?" >>"$out/inductor.txt"
+  for c in "$out"/inductor/triton/*/*.cubin; do  # SASS of each Triton kernel, then one archive
+    [ -f "$c" ] && cuobjdump -sass "$c" >"${c%.cubin}.sass" 2>&1
+  done
+  tar czf "$out/inductor.tgz" -C "$out" inductor && rm -rf "$out/inductor"
+fi
 
 # Issue #9: mutation analysis of the evaluator (CHECKER_COVERAGE=record writes a new record into
 # $out/checker.tgz; =run runs the selection of CC_ARGS without a record; =check fails the run when the score fell below the checked-in record, with

@@ -107,6 +107,24 @@ __global__ void block_kernel(const volatile int* release, int* timed_out,
   }
 }
 
+// One pass of flush_l2 over n 16-byte words: pass 0 reads them under an L2 evict_last policy,
+// pass 1 discards their 128-byte lines from L2.
+__global__ void flush_kernel(const uint4* buf, long long n, int pass) {
+  unsigned long long policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    if (pass == 0) {
+      unsigned a, b, c, d; // volatile asm: the loads stay although the values are unused
+      asm volatile("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                   : "=r"(a), "=r"(b), "=r"(c), "=r"(d)
+                   : "l"(buf + i), "l"(policy));
+    } else if (i % 8 == 0 && i + 8 <= n) { // whole lines of the buffer only
+      asm volatile("discard.global.L2 [%0], 128;" ::"l"(buf + i) : "memory");
+    }
+  }
+}
+
 int grid_for(long long n) {
   const long long blocks = (n + 255) / 256;
   return static_cast<int>(blocks < 132 * 16 ? (blocks < 1 ? 1 : blocks) : 132 * 16);
@@ -170,6 +188,19 @@ cudaError_t scrub_shared(std::uint32_t pattern, int blocks, int smem_bytes, cuda
   scrub_kernel<<<blocks, 1024, static_cast<std::size_t>(smem_bytes), stream>>>(
       pattern, smem_bytes / 4, sink);
   return cudaGetLastError();
+}
+
+cudaError_t flush_l2(void* buf, std::size_t bytes, int value, cudaStream_t stream) {
+  // discard.global.L2 takes 128-byte aligned lines; an unaligned buffer would discard bytes of
+  // its neighbours.
+  if (reinterpret_cast<std::uintptr_t>(buf) % 128 != 0 || bytes % 128 != 0)
+    return cudaErrorInvalidValue;
+  const long long n = static_cast<long long>(bytes / 16);
+  for (int pass = 0; pass < 2; ++pass)
+    flush_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<const uint4*>(buf), n, pass);
+  cudaError_t e;
+  if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  return cudaMemsetAsync(buf, value, bytes, stream);
 }
 
 cudaError_t block_stream(const volatile int* release_dev, int* timed_out_dev,

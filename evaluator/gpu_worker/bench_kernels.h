@@ -30,6 +30,17 @@ cudaError_t compare_outputs(DType dtype, const void* actual, const void* expecte
 // pattern before the next kernel. Sets the opt-in attribute and the maximum shared carveout.
 cudaError_t scrub_shared(std::uint32_t pattern, int blocks, int smem_bytes, cudaStream_t stream);
 
+// Cold-L2 flush over `buf` (128-byte aligned, as cudaMalloc gives; `bytes` a multiple of 128, at
+// least 2x L2; otherwise cudaErrorInvalidValue and nothing is enqueued): reads the buffer under
+// an L2 evict_last policy, so lines a candidate loaded with evict_last (which a memset's
+// normal-priority writes leave in L2) are replaced by the buffer's own at the same priority;
+// discards those lines (discard.global.L2: invalidated, no write-back), so they do not crowd the
+// next warm samples; then memsets the buffer to `value` (the earlier flush). Measured on the H200
+// (bench/cuda/two_pass.cu, docs/RESULTS.md 2026-11-30 sixth session): after an evict_last read of
+// a 32 MiB x, a plain read of x took 13.6 us after the memset alone (part of x still in L2), 15.3
+// us after this flush, 15.4 us cold.
+cudaError_t flush_l2(void* buf, std::size_t bytes, int value, cudaStream_t stream);
+
 // Holds `stream` until the host writes a non-zero value to `*release` (host-pinned memory mapped
 // into the device's address space, read through `release_dev`) or `timeout_ns` of GPU global-timer
 // time passed; writes 1 to `*timed_out_dev` when the timeout released it. The benchmark enqueues

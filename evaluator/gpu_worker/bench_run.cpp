@@ -1,7 +1,8 @@
 // The worker's "benchmark" mode (bench_run.h; protocol in h7-api.md): per shape and cache state,
 // rounds of C B R A A R B C kernel launches (B C R A A R C B in odd rounds) (candidate, baseline,
 // trusted reference, A/A partner = the baseline again) and C B B C wrapper calls, each bracketed by
-// its own CUDA events; cold samples flush L2 first (a memset of 2x L2); warm samples of large
+// its own CUDA events; cold samples flush L2 first (flush_l2 over 2x L2: evicts evict_last lines
+// too, then a memset); warm samples of large
 // shapes rotate among input sets totalling >= 4x L2; sampling stops when both medians are known to
 // 1% (or at the time cap); sampled candidate outputs are compared on the device with the reference
 // kernel's output; NVML telemetry once per batch; the copy ceiling is a timed 1 GiB
@@ -142,7 +143,7 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
     yref.emplace_back(bytes);
     check(fill_uniform(dt, x.back().data(), n, seed * 1000 + i, -2.f, 2.f, s), "fill x");
   }
-  DeviceBuffer yo(bytes), w(h * es), flush(static_cast<std::size_t>(2 * l2)), cmp(24);
+  DeviceBuffer yo(bytes), w(h * es), flush(static_cast<std::size_t>((2 * l2 + 127) / 128 * 128)), cmp(24);
   check(fill_uniform(dt, w.data(), h, seed * 1000 + 999, 0.5f, 1.5f, s), "fill weight");
   json out{{"rows", rows},
            {"h", h},
@@ -246,7 +247,7 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
         run(*pr, false, set, yo.data());
       const Slot* round = r % 2 ? slots_odd : slots;
       for (std::size_t i = 0; i < std::size(slots); ++i) {
-        if (cold) check(cudaMemsetAsync(flush.data(), r & 0xff, flush.size(), s), "L2 flush");
+        if (cold) check(flush_l2(flush.data(), flush.size(), r & 0xff, s), "L2 flush");
         void* y = round[i].p == pc.get() ? yc[set].data() : yo.data();
         ev[i]->start(s);
         run(*round[i].p, round[i].wrapper, set, y);

@@ -64,6 +64,9 @@ std::optional<std::string> validate(const Variant& v) {
   if (v.evict_first && (v.vec_bytes == 0 || v.cached_vecs == 0))
     return "evict_first = true needs vec_bytes 8 or 16 and cached_vecs > 0 (it applies to the "
            "register-cached loads)";
+  if (v.evict_last && (v.vec_bytes == 0 || v.cached_vecs == 0 || v.evict_first))
+    return "evict_last = true needs vec_bytes 8 or 16, cached_vecs > 0 (it applies to the "
+           "register-cached loads) and evict_first = false (one cache policy per load)";
   if (v.plain_stores && v.vec_bytes == 0)
     return "plain_stores = true needs vec_bytes 8 or 16 (scalar stores carry no cache hint)";
   if (v.warp_rows && (v.threads_per_row != 0 || v.cached_vecs == 0 ||
@@ -88,17 +91,18 @@ std::optional<std::string> validate(const Variant& v) {
 
 std::string variant_name(const Variant& v) {
   std::string tpr = v.threads_per_row == 0 ? "auto" : std::to_string(v.threads_per_row);
-  return fmt::format("v{}-t{}-b{}-c{}-{}-{}-{}{}{}{}{}{}{}", v.vec_bytes, tpr, v.block_threads,
+  return fmt::format("v{}-t{}-b{}-c{}-{}-{}-{}{}{}{}{}{}{}{}", v.vec_bytes, tpr, v.block_threads,
                      v.cached_vecs, v.reduction == Reduction::kShuffle ? "shfl" : "tree",
                      v.grid == FamilyGrid::kPerRows ? "rows" : "pers", v.peel ? "peel" : "nopeel",
                      v.stage_weight ? "-ws" : "", v.evict_first ? "-ef" : "",
-                     v.plain_stores ? "-ps" : "", v.warp_rows ? "-wr" : "", v.prefetch ? "-pf" : "",
+                     v.evict_last ? "-el" : "", v.plain_stores ? "-ps" : "",
+                     v.warp_rows ? "-wr" : "", v.prefetch ? "-pf" : "",
                      v.baseline_aligned ? "-bl" : "");
 }
 
 std::optional<Variant> variant_by_name(std::string_view name) {
   static const std::regex kName(
-      R"(v(0|8|16)-t(auto|[0-9]{1,4})-b([0-9]{1,4})-c([0-9]{1,2})-(shfl|tree)-(rows|pers)-(peel|nopeel)(-ws)?(-ef)?(-ps)?(-wr)?(-pf)?(-bl)?)");
+      R"(v(0|8|16)-t(auto|[0-9]{1,4})-b([0-9]{1,4})-c([0-9]{1,2})-(shfl|tree)-(rows|pers)-(peel|nopeel)(-ws)?(-ef)?(-el)?(-ps)?(-wr)?(-pf)?(-bl)?)");
   std::cmatch m;
   if (!std::regex_match(name.data(), name.data() + name.size(), m, kName)) return std::nullopt;
   Variant v;
@@ -111,10 +115,11 @@ std::optional<Variant> variant_by_name(std::string_view name) {
   v.peel = m[7].str() == "peel";
   v.stage_weight = m[8].matched;
   v.evict_first = m[9].matched;
-  v.plain_stores = m[10].matched;
-  v.warp_rows = m[11].matched;
-  v.prefetch = m[12].matched;
-  v.baseline_aligned = m[13].matched;
+  v.evict_last = m[10].matched;
+  v.plain_stores = m[11].matched;
+  v.warp_rows = m[12].matched;
+  v.prefetch = m[13].matched;
+  v.baseline_aligned = m[14].matched;
   if (validate(v) || variant_name(v) != name) return std::nullopt; // e.g. "t032" is not canonical
   return v;
 }
@@ -193,6 +198,7 @@ const std::vector<Variant>& all_variants() {
         "v16-tauto-b512-c4-shfl-pers-peel-ws",    // + weight staged per alignment phase
         "v16-tauto-b256-c8-shfl-pers-peel-ws",    // + more loads in flight
         "v16-tauto-b256-c4-shfl-pers-peel-ef",    // + evict-first loads of the cached row
+        "v16-tauto-b256-c4-shfl-pers-peel-el",    // + evict_last loads on calls over 64 MiB
         "v16-tauto-b256-c2-shfl-pers-peel-bl",    // baseline design on aligned calls, peel else
         "v16-tauto-b256-c2-shfl-pers-peel-ef-bl", // + evict-first loads on the peeled path
         "v16-tauto-b256-c4-shfl-pers-peel-ps",    // write-back stores on calls larger than L2

@@ -59,6 +59,17 @@ struct Variant {
   // x is read once, so its lines should not push the weight or re-read data out of L2. Needs
   // cached_vecs > 0 (the streamed remainder is re-read and keeps normal loads). Name suffix "-ef".
   bool evict_first = false;
+  // Per-call evict_last loads (name suffix "-el"): on calls whose x exceeds 64 MiB the
+  // register-cached part of each x row is loaded under an L2 evict_last cache policy (PTX
+  // createpolicy.fractional.L2::evict_last + ld.global.L1::evict_last.L2::cache_hint, the loads
+  // torch.compile's Triton kernels issue for RMSNorm's first pass); smaller calls keep read-only
+  // loads (__ldg). Measured on the H200 (docs/RESULTS.md, 2026-11-30 sixth session, cold, L2
+  // flushed): `v16-tauto-b256-c4-shfl-pers-peel-el` bf16 65536 x 4096 272.6 us, float32 535.4 us,
+  // against 290 us and 569 us without. Unlike the baseline's revision-2 rule (half precision only,
+  // one cache-hinted load whose policy changes per call), it covers float32 and switches between
+  // two load instructions. On a composite it applies to the variant's own path. Needs vec_bytes 8
+  // or 16 and cached_vecs > 0; not with evict_first.
+  bool evict_last = false;
   // Per-call store hint (name suffix "-ps"): calls whose x exceeds 64 MiB write y with ordinary
   // write-back vector stores, smaller calls keep streaming stores (__stcs, st.global.cs) so x stays
   // in L2 for warm repeated calls. The 64 MiB threshold lies between two H200 measurements
@@ -97,7 +108,8 @@ struct Variant {
 std::optional<std::string> validate(const Variant& variant);
 
 // Canonical name, e.g. "v16-t32-b256-c4-shfl-rows-peel" or
-// "v16-tauto-b512-c4-shfl-pers-peel-ws-ef" (suffixes in the order -ws, -ef, -ps, -wr, -pf, -bl).
+// "v16-tauto-b512-c4-shfl-pers-peel-ws-ef" (suffixes in the order -ws, -ef, -el, -ps, -wr, -pf,
+// -bl).
 // variant_by_name(variant_name(v)) == v for every valid v.
 std::string variant_name(const Variant& variant);
 

@@ -35,8 +35,39 @@ template <typename V> __device__ __forceinline__ void kl_store(StoreHint hint, V
 }
 )";
 
-// Raw vector type and its global accesses; `plain` gives stores with a per-call cache hint.
-std::string emit_raw_and_access(int vb, bool plain) {
+// Loads under an L2 evict_last cache policy (PTX ISA: createpolicy, ld with .L2::cache_hint), as
+// torch.compile's Triton kernels issue them; for the evict_last option (family.h), on calls whose
+// x exceeds kLargeCall bytes (evict_last_call). The policy is a register value the compiler
+// hoists out of the row loop.
+constexpr const char* kLargeCallBytes =
+    "enum : long long { kLargeCall = 64LL << 20 };  // bytes of x above which loads evict last\n";
+constexpr const char* kEvictLastLoads =
+    R"(template <typename T> __device__ __forceinline__ bool evict_last_call(long long rows, int H) {
+  return rows * static_cast<long long>(H) * static_cast<long long>(sizeof(T)) > kLargeCall;
+}
+__device__ __forceinline__ uint4 ld_evict_last(const uint4* p) {
+  unsigned long long policy;
+  uint4 v;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  asm("ld.global.L1::evict_last.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "l"(policy));
+  return v;
+}
+__device__ __forceinline__ uint2 ld_evict_last(const uint2* p) {
+  unsigned long long policy;
+  uint2 v;
+  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  asm("ld.global.L1::evict_last.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;"
+      : "=r"(v.x), "=r"(v.y)
+      : "l"(p), "l"(policy));
+  return v;
+}
+)";
+
+// Raw vector type and its global accesses; `plain` gives stores with a per-call cache hint,
+// `evict_last` adds the L2 evict_last load helpers (load_el).
+std::string emit_raw_and_access(int vb, bool plain, bool evict_last) {
   std::string s;
   if (vb == 16) {
     s += R"(struct alignas(16) Raw {
@@ -71,6 +102,7 @@ template <typename T> __device__ __forceinline__ void store_y(T* p, const Raw& r
 }
 )";
   } else {
+    // validate() admits evict_last only with vector accesses.
     return s + R"(struct Raw {
   unsigned w[1];
 };
@@ -81,6 +113,18 @@ template <typename T> __device__ __forceinline__ void store_y(T* p, const Raw& r
   *p = make_t<T>(r.w[0]);
 }
 )";
+  }
+  if (evict_last) {
+    // load_el: x under the evict_last policy when `el` (evict_last_call, uniform per launch),
+    // else the read-only load.
+    const char* vt = vb == 16 ? "uint4" : "uint2";
+    s = std::string(plain ? "" : kLargeCallBytes) + kEvictLastLoads + s +
+        fmt::format("template <typename T> __device__ __forceinline__ Raw load_el(const T* p, bool "
+                    "el) {{\n"
+                    "  if (!el) return load_ro(p);\n"
+                    "  const {0} u = ld_evict_last(reinterpret_cast<const {0}*>(p));\n"
+                    "  return Raw{{{{{1}}}}};\n}}\n",
+                    vt, vb == 16 ? "u.x, u.y, u.z, u.w" : "u.x, u.y");
   }
   // Vector stores: streaming (st.global.cs); with plain_stores, ordinary write-back stores on
   // calls larger than L2 (store_y's `hint`, see kLargeCall).
@@ -261,12 +305,14 @@ std::string emit_reduction(const Variant& v) {
 std::string emit_cache_load(int indent, const char* dst, const char* nvec, const char* ptr,
                             const char* head, int count, const char* load) {
   const std::string in(static_cast<std::size_t>(indent), ' ');
+  // load_el takes the per-launch evict_last flag `el` (emit_body declares it).
+  const char* extra = std::string_view(load) == "load_el" ? ", el" : "";
   return fmt::format("#pragma unroll\n"
                      "{0}for (int k = 0; k < {1}; ++k) {{\n"
                      "{0}  const int i = t + k * tpr;\n"
-                     "{0}  {2}[k] = i < {3} ? {4}({5} + {6} + i * kV) : Raw{{}};\n"
+                     "{0}  {2}[k] = i < {3} ? {4}({5} + {6} + i * kV{7}) : Raw{{}};\n"
                      "{0}}}\n",
-                     in, count, dst, nvec, load, ptr, head);
+                     in, count, dst, nvec, load, ptr, head, extra);
 }
 
 std::string emit_body(const Variant& v) {
@@ -299,6 +345,7 @@ template <typename T> __device__ __forceinline__ int row_head(const T* xr, int H
   s += emit_tpr(v);
   if (v.plain_stores && v.vec_bytes > 0)
     s += "  const StoreHint hint = store_hint<T>(rows, H);  // uniform per launch\n";
+  if (v.evict_last) s += "  const bool el = evict_last_call<T>(rows, H);  // uniform per launch\n";
   s += "  const int rpb = kBlockThreads / tpr;  // rows per block iteration\n";
   s += "  const int group = tid / tpr;\n  const int t = tid - group * tpr;\n";
   if (stage) s += emit_stage();
@@ -307,7 +354,7 @@ template <typename T> __device__ __forceinline__ int row_head(const T* xr, int H
   else if (may_exceed_warp(v))
     s += "  __shared__ float kl_red[2 * (kBlockThreads / 32)];  // double-buffered by parity\n"
          "  int parity = 0;\n";
-  const char* load = v.evict_first ? "load_ef" : "load_ro";
+  const char* load = v.evict_first ? "load_ef" : v.evict_last ? "load_el" : "load_ro";
   const bool pf = v.prefetch;
   s += "  const long long step = static_cast<long long>(gridDim.x) * rpb;\n";
   if (pf)
@@ -525,7 +572,7 @@ std::string emit_kernel_source(const Variant& v) {
                    v.vec_bytes);
   s += fmt::format("enum : int {{ kBlockThreads = {} }};\n\n", v.block_threads);
   s += kElementHelpers;
-  s += emit_raw_and_access(v.vec_bytes, v.plain_stores);
+  s += emit_raw_and_access(v.vec_bytes, v.plain_stores, v.evict_last);
   s += kVectorHelpers;
   s += "\n";
   s += emit_body(v);

@@ -68,7 +68,8 @@ TEST(CheckerCoverageIntegrationTest, StaticKillsModuleStateBuildKillsSyntaxError
 
 // Flags that can be refused are refused before any mutant runs (a full run takes minutes on the
 // GPU): an empty operator list, --record and --check-record on one file (the new record would
-// replace the one it is checked against), a record path in a missing folder.
+// replace the one it is checked against), a record path in a missing folder, a --sanitizer-jobs
+// outside [1, 64].
 TEST(CheckerCoverageCli, BadFlagsAreRefusedBeforeTheAnalysisAndLoseNoRecord) {
   const std::string kloop = std::string(KLOOP_BINARY_DIR) + "/bin/kloop";
   const std::string dir = ::testing::TempDir() + "kloop-cc-cli-" + std::to_string(::getpid());
@@ -96,6 +97,14 @@ TEST(CheckerCoverageCli, BadFlagsAreRefusedBeforeTheAnalysisAndLoseNoRecord) {
   EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
   EXPECT_NE(r.stderr_text.find("cannot write --record"), std::string::npos) << r.stderr_text;
   EXPECT_EQ(r.stderr_text.find("mutants of"), std::string::npos) << "the analysis started";
+  // Concurrent compute-sanitizer runs: 1..64, anything else is named before any mutant runs.
+  for (const char* bad : {"0", "65", "-3"}) {
+    r = run({"--sanitizer-jobs", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.stderr_text;
+    EXPECT_NE(r.stderr_text.find("--sanitizer-jobs must be in [1, 64]"), std::string::npos)
+        << r.stderr_text;
+    EXPECT_EQ(r.stderr_text.find("mutants of"), std::string::npos) << "the analysis started";
+  }
   std::filesystem::remove_all(dir);
 }
 

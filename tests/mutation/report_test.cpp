@@ -1,7 +1,11 @@
 // Checker-coverage report arithmetic: score = killed / admissible, not-shown-killable and not-run
 // excluded, per operator and per gate, and the record comparison.
+#include <fstream>
+#include <iterator>
+
 #include <gtest/gtest.h>
 
+#include "mutation/operators.h"
 #include "mutation/report.h"
 
 namespace kloop::mutation {
@@ -120,6 +124,30 @@ TEST(MutationReportTest, MalformedRecordNamesTheField) {
     EXPECT_NE(std::string(e.what()).find("'killed'"), std::string::npos);
   }
   EXPECT_THROW(CoverageRecord::from_json(nlohmann::json::array()), std::invalid_argument);
+}
+
+// The checked-in record (tests/gpu/checker_coverage_record.json, checked on the device by
+// gpu_checker_coverage_test, which refuses a different selection) lists its mutants as
+// operator#site ids; a baseline change that changes which ids are selected makes the record stale,
+// and only a device run can re-record it. This catches that on the CPU. It compares ids only: a
+// change of what a selected id edits (the record keeps no edit text) passes here.
+TEST(MutationReportTest, CheckedInRecordSelectsTheCurrentBaselinesMutants) {
+  std::ifstream in(std::string(KLOOP_SOURCE_DIR) + "/tests/gpu/checker_coverage_record.json");
+  ASSERT_TRUE(in);
+  const CoverageRecord record = CoverageRecord::from_json(nlohmann::json::parse(in));
+  const nlohmann::json& sel = record.selection;
+  std::vector<std::string> ops;
+  if (sel.at("operators").is_array()) ops = sel.at("operators").get<std::vector<std::string>>();
+  std::ifstream src(std::string(KLOOP_SOURCE_DIR) + "/kernels/rmsnorm/baseline/kernel.cu");
+  ASSERT_TRUE(src);
+  const std::string source((std::istreambuf_iterator<char>(src)), std::istreambuf_iterator<char>());
+  std::vector<std::string> ids;
+  for (const Mutant& m : select_mutants(source, ops, sel.at("max_per_operator").get<int>(),
+                                        sel.at("max_mutants").get<int>()))
+    ids.push_back(m.id);
+  EXPECT_EQ(ids, sel.at("mutants").get<std::vector<std::string>>())
+      << "the baseline's mutant selection changed: re-record on the GPU machine with "
+         "CHECKER_COVERAGE=record scripts/device-run.sh --remote";
 }
 
 } // namespace

@@ -158,6 +158,61 @@ TEST(OfflineFamily, EvictFirstLoadsOnlyTheCachedPartWithLdcs) {
   EXPECT_NE(plain.find("cache[k] = i < nvec ? load_ro(xr + head + i * kV)"), std::string::npos);
 }
 
+TEST(OfflineFamily, EvictLastIsANamedOptionExclusiveWithEvictFirst) {
+  const auto v = variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-el");
+  ASSERT_TRUE(v.has_value());
+  EXPECT_TRUE(v->evict_last);
+  EXPECT_FALSE(v->evict_first);
+  // Suffix order -ws, -ef, -el, -ps, -wr, -pf, -bl.
+  EXPECT_TRUE(variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-el-ps-wr-bl"));
+  EXPECT_FALSE(variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-ps-el"));
+  Variant both = *v;
+  both.evict_first = true;
+  auto err = validate(both);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("evict_last"), std::string::npos) << *err;
+  EXPECT_FALSE(variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-ef-el"));
+  Variant two_pass = *v;
+  two_pass.cached_vecs = 0;
+  err = validate(two_pass);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("evict_last"), std::string::npos) << *err;
+  EXPECT_FALSE(variant_by_name("v0-t256-b256-c0-tree-rows-nopeel-el"));
+}
+
+TEST(OfflineFamily, EvictLastLoadsTheCachedPartUnderAnL2PolicyOnlyOnCallsOver64MiB) {
+  for (const char* name :
+       {"v16-tauto-b256-c4-shfl-pers-peel-el", "v8-t32-b256-c8-shfl-rows-peel-el",
+        "v16-tauto-b256-c4-shfl-pers-peel-el-ps"}) {
+    SCOPED_TRACE(name);
+    const std::string src = generate(*variant_by_name(name)).kernel_cu;
+    const bool v8 = std::string_view(name).substr(0, 3) == "v8-";
+    // One decision per launch from the call's x bytes, the 64 MiB threshold defined once.
+    EXPECT_NE(src.find("const bool el = evict_last_call<T>(rows, H);"), std::string::npos);
+    EXPECT_NE(src.find("> kLargeCall;"), std::string::npos);
+    std::size_t defs = 0;
+    for (std::size_t at = src.find("kLargeCall = 64LL << 20"); at != std::string::npos;
+         at = src.find("kLargeCall = 64LL << 20", at + 1))
+      ++defs;
+    EXPECT_EQ(defs, 1u);
+    // The policy load, and the read-only load when the call is small.
+    EXPECT_NE(src.find("createpolicy.fractional.L2::evict_last.b64"), std::string::npos);
+    EXPECT_NE(src.find(v8 ? "ld.global.L1::evict_last.L2::cache_hint.v2.u32"
+                          : "ld.global.L1::evict_last.L2::cache_hint.v4.u32"),
+              std::string::npos);
+    EXPECT_NE(src.find("if (!el) return load_ro(p);"), std::string::npos);
+    EXPECT_NE(src.find("cache[k] = i < nvec ? load_el(xr + head + i * kV, el)"), std::string::npos);
+    // The streamed remainder is re-read for the output pass and keeps read-only loads.
+    if (!v8) {
+      EXPECT_NE(src.find("ss = sumsq<T>(load_ro(xr + head + i * kV), ss)"), std::string::npos);
+    }
+  }
+  const std::string plain =
+      generate(*variant_by_name("v16-tauto-b256-c4-shfl-pers-peel")).kernel_cu;
+  EXPECT_EQ(plain.find("evict_last"), std::string::npos);
+  EXPECT_EQ(plain.find("kLargeCall"), std::string::npos);
+}
+
 TEST(OfflineFamily, CompositeRunsTheBaselineDesignOnAlignedCallsAndThePeelElsewhere) {
   const auto v = variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-ef-bl");
   ASSERT_TRUE(v.has_value());
@@ -214,7 +269,7 @@ TEST(OfflineFamily, StoreHintWarpRowsAndPrefetchAreNamedOptionsWithStatedConstra
   EXPECT_TRUE(all->evict_first && all->plain_stores && all->warp_rows && all->prefetch);
   EXPECT_EQ(variant_name(*all), "v16-tauto-b128-c2-shfl-pers-peel-ef-ps-wr-pf");
   EXPECT_TRUE(variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-ef-wr-bl"));
-  // Suffix order -ws, -ef, -ps, -wr, -pf, -bl; any other order is not a canonical name.
+  // Suffix order -ws, -ef, -el, -ps, -wr, -pf, -bl; any other order is not a canonical name.
   EXPECT_FALSE(variant_by_name("v16-tauto-b128-c2-shfl-pers-peel-ef-ps-pf-wr"));
   EXPECT_FALSE(variant_by_name("v16-tauto-b128-c2-shfl-pers-peel-ps-ef"));
   EXPECT_FALSE(variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-bl-wr"));

@@ -8,7 +8,11 @@
 // accesses (x, y, weight and both row strides 16-byte aligned) and scalar accesses, so
 // 2-byte-aligned views run here too. The row is cached in registers when it fits and re-read from
 // global memory otherwise. fp32 accumulation; y = (x * rsqrt(mean(x^2) + eps)) * w with one final
-// round-to-nearest-even cast.
+// round-to-nearest-even cast. Revision 2 (2026-11-30): cached x loads of float16/bfloat16 are one
+// cache-hinted load whose L2 policy is evict_last on calls whose x exceeds 64 MiB and evict_first
+// otherwise (bf16 65536 x 4096 on the H200: from about 303 us to 271 us cold, docs/RESULTS.md);
+// float32 keeps revision 1's streaming loads (__ldcs).
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -21,6 +25,32 @@ enum : int {
   kMaxWarps = 32,
   kCache = 6, // 16-byte vectors (or floats in scalar mode) cached per thread
 };
+enum : long long { kLargeCall = 64LL << 20 }; // bytes of x above which x loads evict last
+
+// L2 cache policy of the cached x loads of one call (uniform per launch): evict_last when `el`
+// (a float16/bfloat16 call whose x exceeds kLargeCall; the policy torch.compile's Triton kernels
+// give RMSNorm's first loads), else evict_first (x is read once).
+__device__ __forceinline__ unsigned long long x_policy(bool el) {
+  unsigned long long policy;
+  if (el)
+    asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  else
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+// One cached 16-byte load of x: float16/bfloat16 under the call's L2 policy (one load
+// instruction either way, so small calls run as many instructions as revision 1's streaming
+// loads); float32 streams (__ldcs, ld.global.cs) as in revision 1.
+template <typename T>
+__device__ __forceinline__ uint4 load_x(const uint4* p, unsigned long long policy) {
+  if (sizeof(T) == 4) return __ldcs(p);
+  uint4 v;
+  asm("ld.global.L1::evict_first.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "l"(policy));
+  return v;
+}
 
 __device__ __forceinline__ float to_f(float v) {
   return v;
@@ -98,7 +128,7 @@ __device__ __forceinline__ float group_sum(float v, float* red, int parity, int 
 template <typename T, bool kBlock>
 __device__ void row_norm(const T* __restrict__ xr, const T* __restrict__ w, T* __restrict__ yr,
                          int H, float eps, bool vec, int t, int G, float* red, int parity,
-                         bool store) {
+                         bool store, unsigned long long policy) {
   float ss = 0.f;
   if (vec) {
     constexpr int N = 16 / sizeof(T);
@@ -110,7 +140,7 @@ __device__ void row_norm(const T* __restrict__ xr, const T* __restrict__ w, T* _
 #pragma unroll
     for (int k = 0; k < kCache; ++k) {
       const int i = t + k * G;
-      if (i < nv) cache[k] = __ldcs(x4 + i);
+      if (i < nv) cache[k] = load_x<T>(x4 + i, policy);
     }
 #pragma unroll
     for (int k = 0; k < kCache; ++k)
@@ -159,7 +189,7 @@ __device__ void row_norm(const T* __restrict__ xr, const T* __restrict__ w, T* _
 template <typename T>
 __device__ void row_pair(const T* __restrict__ x0, T* __restrict__ y0, const T* __restrict__ x1,
                          T* __restrict__ y1, bool has1, const T* __restrict__ w, int H, float eps,
-                         float* red, int parity) {
+                         float* red, int parity, unsigned long long policy) {
   constexpr int N = 16 / sizeof(T);
   constexpr int kHalf = kCache / 2;
   const int t = threadIdx.x, G = blockDim.x;
@@ -172,8 +202,8 @@ __device__ void row_pair(const T* __restrict__ x0, T* __restrict__ y0, const T* 
   for (int k = 0; k < kHalf; ++k) {
     const int i = t + k * G;
     if (i < nv) {
-      ca[k] = __ldcs(a4 + i);
-      if (has1) cb[k] = __ldcs(b4 + i);
+      ca[k] = load_x<T>(a4 + i, policy);
+      if (has1) cb[k] = load_x<T>(b4 + i, policy);
     }
   }
   float sa = 0.f, sb = 0.f;
@@ -237,6 +267,11 @@ __device__ void rms_impl(const T* __restrict__ x, const T* __restrict__ w, T* __
       (xs * static_cast<long long>(sizeof(T))) % 16 == 0 &&
       (ys * static_cast<long long>(sizeof(T))) % 16 == 0;
   constexpr int N = 16 / sizeof(T);
+  // float32 keeps streaming loads: a per-call flag made its path spill more (ptxas: 28 -> 32
+  // bytes here, 12 -> 32 bytes inlined into the offline family's composite).
+  const unsigned long long policy =
+      x_policy(sizeof(T) == 2 &&
+               rows * static_cast<long long>(H) * static_cast<long long>(sizeof(T)) > kLargeCall);
   if (static_cast<long long>(H) * sizeof(T) <= 4 * kWarp * 16) {
     // Rows of at most 2 KiB: a group of L lanes per row (L a power of two, 4..32, about two
     // vectors or elements per lane), 32 / L rows per warp; no shared memory, no barrier. The
@@ -254,7 +289,8 @@ __device__ void rms_impl(const T* __restrict__ x, const T* __restrict__ w, T* __
       const long long r = base + lane / L;
       const bool valid = r < rows;
       const long long rr = valid ? r : base; // a row that exists; its results are not stored
-      row_norm<T, false>(x + rr * xs, w, y + rr * ys, H, eps, vec, lane % L, L, red, 0, valid);
+      row_norm<T, false>(x + rr * xs, w, y + rr * ys, H, eps, vec, lane % L, L, red, 0, valid,
+                         policy);
     }
   } else if (vec && H / N <= (kCache / 2) * static_cast<int>(blockDim.x)) {
     int parity = 0;
@@ -262,13 +298,14 @@ __device__ void rms_impl(const T* __restrict__ x, const T* __restrict__ w, T* __
       const long long r1 = r + gridDim.x;
       const bool has1 = r1 < rows;
       const long long rb = has1 ? r1 : r;
-      row_pair<T>(x + r * xs, y + r * ys, x + rb * xs, y + rb * ys, has1, w, H, eps, red, parity);
+      row_pair<T>(x + r * xs, y + r * ys, x + rb * xs, y + rb * ys, has1, w, H, eps, red, parity,
+                  policy);
     }
   } else {
     int parity = 0;
     for (long long r = blockIdx.x; r < rows; r += gridDim.x, parity ^= 1)
       row_norm<T, true>(x + r * xs, w, y + r * ys, H, eps, vec, threadIdx.x, blockDim.x, red,
-                        parity, true);
+                        parity, true, policy);
   }
 }
 
