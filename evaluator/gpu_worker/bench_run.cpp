@@ -143,7 +143,8 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
     yref.emplace_back(bytes);
     check(fill_uniform(dt, x.back().data(), n, seed * 1000 + i, -2.f, 2.f, s), "fill x");
   }
-  DeviceBuffer yo(bytes), w(h * es), flush(static_cast<std::size_t>((2 * l2 + 127) / 128 * 128)), cmp(24);
+  DeviceBuffer yo(bytes), w(h * es), flush(static_cast<std::size_t>((2 * l2 + 127) / 128 * 128)),
+      cmp(24);
   check(fill_uniform(dt, w.data(), h, seed * 1000 + 999, 0.5f, 1.5f, s), "fill weight");
   json out{{"rows", rows},
            {"h", h},
