@@ -3,9 +3,9 @@
 
 For each shape and dtype: compiles bench/compare_torch.py's seed_reference with dynamic=False,
 writes the generated Python/Triton source (torch._inductor.utils.run_and_get_code) to
-OUTDIR/<dtype>-<rows>x<h>.py, times the compiled call (median of --samples CUDA-event samples,
-L2 flushed before each, a GPU-side blocker so host overhead is not timed, as compare_torch.py
-does) and prints one line per shape: time, effective TB/s (x read + weight + y write) and the
+OUTDIR/<dtype>-<rows>x<h>.py, times the compiled call with compare_torch.py's time_paths (median
+of --samples CUDA-event samples, L2 flushed before each, a GPU-side blocker so host overhead is not
+timed) and prints one line per shape: time, effective TB/s (x read + weight + y write) and the
 Triton kernels' launch metadata (num_warps, num_stages, shared bytes) from the Triton cache,
 whose PTX and cubin files are copied to OUTDIR/triton/. Diagnostic only: no pass/fail.
 
@@ -16,7 +16,6 @@ import json
 import os
 import pathlib
 import shutil
-import statistics
 import sys
 import tempfile
 
@@ -26,29 +25,12 @@ os.environ["TRITON_CACHE_DIR"] = str(CACHE)  # before torch imports Triton
 import torch  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from compare_torch import check, cu, seed_reference  # noqa: E402
+from compare_torch import check, cu, seed_reference, time_paths  # noqa: E402
 from torch._inductor.utils import run_and_get_code  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 DEFAULT = ["float32:65536:4096", "float32:16384:4096", "bfloat16:65536:4096",
            "bfloat16:32768:1009"]
-
-
-def time_call(fn, samples, flush, blocker_cycles):
-    """Median ms of fn() over samples calls, L2 flushed and the GPU held busy before each."""
-    ts = []
-    for _ in range(samples):
-        torch.cuda.synchronize()
-        check(cu.cuCtxResetPersistingL2Cache())  # evict_last lines survive a plain flush
-        flush.zero_()
-        torch.cuda._sleep(blocker_cycles)
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
 
 
 def main():
@@ -80,7 +62,8 @@ def main():
         ref = seed_reference(x, w, args.eps)
         ok = torch.allclose(y.float(), ref.float(), atol=1e-2, rtol=2e-2)
         (args.outdir / f"{dname}-{rows}x{h}.py").write_text("\n\n# ----\n\n".join(code))
-        ms = time_call(lambda: compiled(x, w, args.eps), args.samples, flush, blocker)
+        ms = time_paths({"compile": lambda: compiled(x, w, args.eps)}, (), args.samples, flush,
+                        blocker)["compile"]
         tbps = (2 * rows * h + h) * x.element_size() / (ms * 1e-3) / 1e12
         meta = []
         for p in sorted({p for p in CACHE.rglob("*") if p.is_file()} - before):

@@ -1,5 +1,6 @@
 // Shared pieces of the standalone CUDA benchmarks (bench/cuda/*.cu): the element view of a packed
-// 32-bit word, CUDA-event timing (median of the launches after a warm-up) and the output check.
+// 32-bit word, the row arithmetic (sum of squares, scaling, block-wide sum), CUDA-event timing
+// (median of the launches after a warm-up) and the output check.
 // Header-only; each program includes it by a relative path, so nvcc needs no include flag.
 #pragma once
 
@@ -18,6 +19,55 @@ template <> __device__ __forceinline__ float ef<float>(unsigned w, int) {
 }
 template <> __device__ __forceinline__ float ef<__nv_bfloat16>(unsigned w, int h) {
   return __uint_as_float(h ? (w & 0xffff0000u) : (w << 16));
+}
+
+// Sum of squares of the elements of one 16-byte vector (4 floats or 8 bfloat16), added to ss.
+template <typename T> __device__ __forceinline__ float sumsq(uint4 c, float ss) {
+  const unsigned u[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float a = ef<T>(u[j], 0);
+    ss = fmaf(a, a, ss);
+    if (sizeof(T) == 2) {
+      const float b = ef<T>(u[j], 1);
+      ss = fmaf(b, b, ss);
+    }
+  }
+  return ss;
+}
+
+// (x * s) * w for the elements of one 16-byte vector, rounded to T.
+template <typename T> __device__ __forceinline__ uint4 scale(uint4 c, uint4 wv, float s) {
+  const unsigned u[4] = {c.x, c.y, c.z, c.w}, q[4] = {wv.x, wv.y, wv.z, wv.w};
+  unsigned o[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if (sizeof(T) == 4) {
+      o[j] = __float_as_uint((ef<T>(u[j], 0) * s) * ef<T>(q[j], 0));
+    } else {
+      __nv_bfloat162 p = __floats2bfloat162_rn((ef<T>(u[j], 0) * s) * ef<T>(q[j], 0),
+                                               (ef<T>(u[j], 1) * s) * ef<T>(q[j], 1));
+      o[j] = *reinterpret_cast<unsigned*>(&p);
+    }
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+// Block-wide sum (warp shuffle, then one shared-memory barrier; double-buffered slots so the
+// next row's writes cannot race this row's reads).
+template <int BT>
+__device__ __forceinline__ float block_sum(float ss, float (*red)[BT / 32], int& parity) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if ((threadIdx.x & 31) == 0) red[parity][threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float tot = 0.f;
+#pragma unroll
+  for (int i = 0; i < BT / 32; ++i)
+    tot += red[parity][i];
+  parity ^= 1;
+  return tot;
 }
 
 // Median time in ms of `launch()` over `iters` runs that follow `warmup` runs left out of the

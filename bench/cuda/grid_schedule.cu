@@ -49,30 +49,9 @@ __global__ void __launch_bounds__(BT, 1024 / BT)
                                : make_uint4(0, 0, 0, 0);
     float ss = 0.f;
 #pragma unroll
-    for (int i = 0; i < C; ++i) {
-      unsigned u[4] = {c[i].x, c[i].y, c[i].z, c[i].w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if (sizeof(T) == 4) {
-          float v = ef<T>(u[j], 0);
-          ss = fmaf(v, v, ss);
-        } else {
-          float a = ef<T>(u[j], 0), b = ef<T>(u[j], 1);
-          ss = fmaf(a, a, ss);
-          ss = fmaf(b, b, ss);
-        }
-      }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-      ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if ((t & 31) == 0) red[parity][t >> 5] = ss;
-    __syncthreads();
-    float tot = 0.f;
-#pragma unroll
-    for (int i = 0; i < BT / 32; ++i)
-      tot += red[parity][i];
-    parity ^= 1;
+    for (int i = 0; i < C; ++i)
+      ss = sumsq<T>(c[i], ss);
+    const float tot = block_sum<BT>(ss, red, parity);
     const float s = rsqrtf(tot / H + eps);
 #pragma unroll
     for (int i = 0; i < C; ++i) {
