@@ -4,7 +4,8 @@
 // "Measurement"): stop when the median is known precisely enough, not after a fixed count. The
 // speed decision compares the candidate's paired ratio against the baseline (A-B-B-A rounds) with
 // a bootstrap interval from a fixed-seed PRNG, and requires a claimed speed-up to clear the noise
-// floor measured by an A/A run (the baseline against itself).
+// floor measured by an A/A run (the baseline against a second, separately loaded copy of its own
+// cubin, so the floor includes what separately loaded code varies by).
 #pragma once
 
 #include <cstdint>

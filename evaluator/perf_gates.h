@@ -1,7 +1,8 @@
 // The benchmark and roofline gates (DESIGN.md gates 5 and 6) computed from the GPU worker's
 // "benchmark" result, plus the request options the worker reads. The worker measures (CUDA events
 // around the kernel and around the whole trusted-wrapper call, cold and warm, A-B-B-A interleaving
-// of candidate, in-tree baseline, trusted reference and an A/A partner, noise-based stopping,
+// of candidate, in-tree baseline, trusted reference and an A/A partner (the baseline's cubin
+// loaded a second time as its own library), noise-based stopping,
 // sampled output checks, NVML telemetry, the copy ceiling); everything that decides is here, on
 // the CPU, unit-tested on canned worker results:
 //   benchmark: fails when a sampled timed output differed from the reference or a time was not

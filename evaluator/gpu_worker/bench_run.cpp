@@ -1,6 +1,8 @@
 // The worker's "benchmark" mode (bench_run.h; protocol in h7-api.md): per shape and cache state,
 // rounds of C B R A A R B C kernel launches (B C R A A R C B in odd rounds) (candidate, baseline,
-// trusted reference, A/A partner = the baseline again) and C B B C wrapper calls, each bracketed by
+// trusted reference, A/A partner = the baseline's cubin loaded a second time as its own library, so
+// the A/A pair runs separately loaded code; it still shares the baseline's output buffer and sits
+// in the middle slots, unlike the candidate) and C B B C wrapper calls, each bracketed by
 // its own CUDA events; cold samples flush L2 first (flush_l2 over 2x L2: evicts evict_last lines
 // too, then a memset); warm samples of large
 // shapes rotate among input sets totalling >= 4x L2; sampling stops when both medians are known to
@@ -121,8 +123,9 @@ struct Paths {
 
 // One shape: buffers, launchers, the cold and warm sample loops.
 json bench_shape(const json& shape, const json& protocol, const LoadedCandidate& cand,
-                 const LoadedCandidate* baseline, const rmsnorm::DeviceInfo& device,
-                 std::int64_t l2, const Telemetry& tel, cudaStream_t s, std::string* failure) {
+                 const LoadedCandidate* baseline, const LoadedCandidate* aa_partner,
+                 const rmsnorm::DeviceInfo& device, std::int64_t l2, const Telemetry& tel,
+                 cudaStream_t s, std::string* failure) {
   const DType dt = parse_dtype(shape.at("dtype").get<std::string>()).value();
   const long long rows = shape.at("rows").get<long long>();
   const int h = shape.at("h").get<int>();
@@ -152,7 +155,7 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
            {"shape_class", evaluator::roofline::shape_class(rows, h, dt)},
            {"input_sets", sets},
            {"rotation_bytes", sets * 2 * bytes}};
-  std::unique_ptr<PathLauncher> pc, pb, pr;
+  std::unique_ptr<PathLauncher> pc, pb, pr, pa;
   try {
     pc = std::make_unique<PathLauncher>(&cand, device, dt, rows, h, h, x[0].data(), w.data(),
                                         yc[0].data(), eps);
@@ -165,8 +168,13 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
                                       yo.data(), eps);
   pr = std::make_unique<PathLauncher>(nullptr, device, dt, rows, h, h, x[0].data(), w.data(),
                                       yo.data(), eps);
-  out["paths"] = {
-      {"candidate", pc->to_json()}, {"baseline", pb->to_json()}, {"reference", pr->to_json()}};
+  // Without a baseline cubin both the baseline and its A/A partner are the reference kernel.
+  pa = std::make_unique<PathLauncher>(baseline ? aa_partner : nullptr, device, dt, rows, h, h,
+                                      x[0].data(), w.data(), yo.data(), eps);
+  out["paths"] = {{"candidate", pc->to_json()},
+                  {"baseline", pb->to_json()},
+                  {"reference", pr->to_json()},
+                  {"aa_partner", pa->to_json()}};
   for (int i = 0; i < sets; ++i) {
     check(pr->launch(x[i].data(), w.data(), yref[i].data(), s), "reference launch");
   }
@@ -181,6 +189,7 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
     run(*pc, false, 0, yc[0].data());
     run(*pb, false, 0, yo.data());
     run(*pr, false, 0, yo.data());
+    run(*pa, false, 0, yo.data());
   }
   check(cudaStreamSynchronize(s), "warm-up");
   const double target = protocol.value("target_rel_half_width", 0.01);
@@ -208,16 +217,16 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
     };
     const Slot slots[] = {
         {"candidate_kernel", pc.get(), false}, {"baseline_kernel", pb.get(), false},
-        {"reference_kernel", pr.get(), false}, {"aa_kernel", pb.get(), false},
-        {"aa_kernel", pb.get(), false},        {"reference_kernel", pr.get(), false},
+        {"reference_kernel", pr.get(), false}, {"aa_kernel", pa.get(), false},
+        {"aa_kernel", pa.get(), false},        {"reference_kernel", pr.get(), false},
         {"baseline_kernel", pb.get(), false},  {"candidate_kernel", pc.get(), false},
         {"candidate_wrapper", pc.get(), true}, {"baseline_wrapper", pb.get(), true},
         {"baseline_wrapper", pb.get(), true},  {"candidate_wrapper", pc.get(), true}};
     // Odd rounds mirror candidate and baseline, so both paths take every position equally often.
     const Slot slots_odd[] = {
         {"baseline_kernel", pb.get(), false},  {"candidate_kernel", pc.get(), false},
-        {"reference_kernel", pr.get(), false}, {"aa_kernel", pb.get(), false},
-        {"aa_kernel", pb.get(), false},        {"reference_kernel", pr.get(), false},
+        {"reference_kernel", pr.get(), false}, {"aa_kernel", pa.get(), false},
+        {"aa_kernel", pa.get(), false},        {"reference_kernel", pr.get(), false},
         {"candidate_kernel", pc.get(), false}, {"baseline_kernel", pb.get(), false},
         {"baseline_wrapper", pb.get(), true},  {"candidate_wrapper", pc.get(), true},
         {"candidate_wrapper", pc.get(), true}, {"baseline_wrapper", pb.get(), true}};
@@ -361,6 +370,18 @@ ModeOutcome run_benchmark(const json& req, const LoadedCandidate& cand,
   Library base_lib;
   LoadedCandidate base;
   const bool have_base = load_baseline(req, dir, base_lib, base);
+  // The A/A partner: the same baseline cubin in a library of its own (not the baseline's
+  // functions launched twice), so the noise floor covers what separately loaded code adds.
+  Library aa_lib;
+  LoadedCandidate aa;
+  if (have_base) {
+    if (!load_baseline(req, dir, aa_lib, aa))
+      throw std::runtime_error("baseline: the A/A partner's second load found no baseline");
+    for (const auto& [dtype, k] : aa.kernels)
+      if (base.kernels.count(dtype) && base.kernels.at(dtype) == k)
+        throw std::runtime_error("baseline: the A/A partner's kernel handle equals the baseline's; "
+                                 "the second library load did not give separate code");
+  }
   int l2 = 0;
   check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), "L2 size");
   char pci[32] = {};
@@ -373,6 +394,8 @@ ModeOutcome run_benchmark(const json& req, const LoadedCandidate& cand,
                 {"sm_count", device.sm_count}}},
               {"protocol", protocol},
               {"baseline", have_base ? "in-tree baseline cubin" : "trusted reference kernel"},
+              {"aa_partner", have_base ? "the baseline cubin loaded a second time (own library)"
+                                       : "trusted reference kernel"},
               {"telemetry", tel.to_json()}};
   const std::int64_t copy_bytes = evaluator::roofline::kMinCopyBytes;
   const double copy_ms = copy_ceiling_ms(stream.get());
@@ -388,8 +411,9 @@ ModeOutcome run_benchmark(const json& req, const LoadedCandidate& cand,
     }
   }
   for (const auto& shape : list) {
-    shapes.push_back(bench_shape(shape, protocol, cand, have_base ? &base : nullptr, device, l2,
-                                 tel, stream.get(), &failure));
+    shapes.push_back(bench_shape(shape, protocol, cand, have_base ? &base : nullptr,
+                                 have_base ? &aa : nullptr, device, l2, tel, stream.get(),
+                                 &failure));
   }
   result["shapes"] = shapes;
   const std::string raw = result.dump();

@@ -86,23 +86,26 @@ std::optional<std::string> validate(const Variant& v) {
     return "baseline_aligned = true needs vec_bytes 16, peel, threads_per_row 0 (run time), "
            "block_threads 256, grid persistent and no staged weight (the baseline's launch "
            "geometry, so both paths share one launch)";
+  if (v.float32_baseline && !v.baseline_aligned)
+    return "float32_baseline = true needs baseline_aligned = true (it hands a composite's float32 "
+           "entry to the embedded baseline)";
   return std::nullopt;
 }
 
 std::string variant_name(const Variant& v) {
   std::string tpr = v.threads_per_row == 0 ? "auto" : std::to_string(v.threads_per_row);
-  return fmt::format("v{}-t{}-b{}-c{}-{}-{}-{}{}{}{}{}{}{}{}", v.vec_bytes, tpr, v.block_threads,
+  return fmt::format("v{}-t{}-b{}-c{}-{}-{}-{}{}{}{}{}{}{}{}{}", v.vec_bytes, tpr, v.block_threads,
                      v.cached_vecs, v.reduction == Reduction::kShuffle ? "shfl" : "tree",
                      v.grid == FamilyGrid::kPerRows ? "rows" : "pers", v.peel ? "peel" : "nopeel",
                      v.stage_weight ? "-ws" : "", v.evict_first ? "-ef" : "",
                      v.evict_last ? "-el" : "", v.plain_stores ? "-ps" : "",
                      v.warp_rows ? "-wr" : "", v.prefetch ? "-pf" : "",
-                     v.baseline_aligned ? "-bl" : "");
+                     v.baseline_aligned ? "-bl" : "", v.float32_baseline ? "-f32bl" : "");
 }
 
 std::optional<Variant> variant_by_name(std::string_view name) {
   static const std::regex kName(
-      R"(v(0|8|16)-t(auto|[0-9]{1,4})-b([0-9]{1,4})-c([0-9]{1,2})-(shfl|tree)-(rows|pers)-(peel|nopeel)(-ws)?(-ef)?(-el)?(-ps)?(-wr)?(-pf)?(-bl)?)");
+      R"(v(0|8|16)-t(auto|[0-9]{1,4})-b([0-9]{1,4})-c([0-9]{1,2})-(shfl|tree)-(rows|pers)-(peel|nopeel)(-ws)?(-ef)?(-el)?(-ps)?(-wr)?(-pf)?(-bl)?(-f32bl)?)");
   std::cmatch m;
   if (!std::regex_match(name.data(), name.data() + name.size(), m, kName)) return std::nullopt;
   Variant v;
@@ -120,6 +123,7 @@ std::optional<Variant> variant_by_name(std::string_view name) {
   v.warp_rows = m[12].matched;
   v.prefetch = m[13].matched;
   v.baseline_aligned = m[14].matched;
+  v.float32_baseline = m[15].matched;
   if (validate(v) || variant_name(v) != name) return std::nullopt; // e.g. "t032" is not canonical
   return v;
 }
@@ -162,6 +166,10 @@ std::string emit_manifest(const Variant& v) {
                           v.cached_vecs);
   else
     limits += "Two passes: the output pass re-reads the row (L2).";
+  if (v.float32_baseline)
+    limits +=
+        " float32 calls run the in-tree baseline's own code (its scalar path when a pointer or "
+        "row stride is not 16-byte aligned).";
   m["known_limits"] = limits;
   return m.dump(2) + "\n";
 }
@@ -204,7 +212,9 @@ const std::vector<Variant>& all_variants() {
         "v16-tauto-b256-c4-shfl-pers-peel-ps",    // write-back stores on calls larger than L2
         "v16-tauto-b256-c4-shfl-pers-peel-pf",    // next row in flight (no gain measured)
         "v16-tauto-b256-c2-shfl-pers-peel-wr-bl", // composite, a warp per row up to 128 vectors
-        "v16-tauto-b256-c2-shfl-pers-peel-ef-wr-bl", // + evict-first loads on the peeled path
+        "v16-tauto-b256-c2-shfl-pers-peel-ef-wr-bl",    // + evict-first loads on the peeled path
+        "v16-tauto-b256-c2-shfl-pers-peel-wr-bl-f32bl", // composite for half types, float32
+                                                        // baseline
     };
     std::vector<Variant> out;
     for (const char* n : names) {

@@ -98,6 +98,15 @@ struct Variant {
   // launch (no divergence). Needs vec_bytes 16, peel, threads_per_row 0, block_threads 256 and the
   // persistent grid (the baseline's own launch geometry), and no staged weight.
   bool baseline_aligned = false;
+  // Float32 to the baseline (name suffix "-f32bl", after "-bl"): on a composite, the float32 entry
+  // is the in-tree baseline's own entry (every float32 call, aligned or not, runs bl::rms_impl
+  // under the baseline's launch bound), so float32 compiles to the baseline's code; float16 and
+  // bfloat16 stay composite. Why: the combined float32 entry is register-allocated as a whole (the
+  // H200 run of 2026-11-30 timed its aligned float32 path 2-3 % slower than the baseline's at 64
+  // and 512 rows x 4096, cold, docs/RESULTS.md). The trade: unaligned float32 calls lose the peel's
+  // vector loads (the baseline's scalar path already moves 4 bytes per lane, so the peel gains
+  // less there than on 2-byte types). Needs baseline_aligned.
+  bool float32_baseline = false;
 
   int rows_per_block() const; // block_threads / threads_per_row, or 1 when chosen at run time
   bool operator==(const Variant&) const = default;
@@ -109,7 +118,7 @@ std::optional<std::string> validate(const Variant& variant);
 
 // Canonical name, e.g. "v16-t32-b256-c4-shfl-rows-peel" or
 // "v16-tauto-b512-c4-shfl-pers-peel-ws-ef" (suffixes in the order -ws, -ef, -el, -ps, -wr, -pf,
-// -bl).
+// -bl, -f32bl).
 // variant_by_name(variant_name(v)) == v for every valid v.
 std::string variant_name(const Variant& variant);
 
@@ -130,7 +139,8 @@ struct GeneratedCandidate {
 };
 
 // Emits the candidate for a valid variant. Deterministic: the same variant gives the same bytes.
-// Throws std::invalid_argument (message from validate()) for an invalid variant.
+// Throws std::invalid_argument (message from validate()) for an invalid variant, and
+// std::logic_error when a composite cannot be cut from the embedded baseline (its layout changed).
 GeneratedCandidate generate(const Variant& variant, std::string_view rationale = {});
 
 // The kernel.cu text alone (used by generate()).

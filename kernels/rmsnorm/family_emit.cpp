@@ -3,6 +3,7 @@
 // (threads-per-row rule, weight staging, register cache, reduction, barriers), then the three
 // extern "C" entries.
 #include <algorithm>
+#include <regex>
 #include <stdexcept>
 #include <string>
 
@@ -477,12 +478,28 @@ template <typename T> __device__ __forceinline__ int row_head(const T* xr, int H
   return s;
 }
 
+// The arguments of the __launch_bounds__ that the embedded baseline gives its entry `entry`, e.g.
+// "256, 4": the text between the parentheses of a `__launch_bounds__(...)` directly followed (after
+// white space) by `entry (`. Throws std::logic_error when the baseline no longer declares the entry
+// that way.
+std::string baseline_launch_bounds(const std::string& entry) {
+  const std::string src(embedded_baseline_source());
+  const std::regex decl(R"(__launch_bounds__\(([^()]*)\)\s*)" + entry + R"(\s*\()");
+  std::smatch m;
+  if (!std::regex_search(src, m, decl))
+    throw std::logic_error("offline family: the embedded baseline no longer declares " + entry +
+                           " with a __launch_bounds__; a float32_baseline composite cannot copy "
+                           "the baseline's launch bound");
+  return m[1].str();
+}
+
 // __launch_bounds__(block_threads, min_blocks): min_blocks = resident_threads / block_threads caps
 // registers at 65536 / resident_threads per thread. 1024 resident threads (64 registers) keep
 // enough loads in flight for HBM3e and keep ptxas from the 32-register target that spilled the
 // float32 two-pass body; caches of more than 16 (24) registers get 768 (512) resident threads,
 // i.e. 85 (128) registers, so they do not spill. A composite (Variant::baseline_aligned) sends
-// aligned calls to the baseline's rms_impl and the rest to this variant's peeled path.
+// aligned calls to the baseline's rms_impl and the rest to this variant's peeled path; with
+// Variant::float32_baseline its float32 entry is the baseline's entry (bound and body).
 std::string emit_entry(const char* name, const char* type, const Variant& v) {
   // A prefetching variant holds two rows' caches (current and next).
   const int cache_regs = v.cached_vecs * std::max(1, v.vec_bytes / 4) * (v.prefetch ? 2 : 1);
@@ -491,17 +508,24 @@ std::string emit_entry(const char* name, const char* type, const Variant& v) {
     return fmt::format("{}<{}>(x, weight, y, rows, H, x_row_stride, y_row_stride, eps);\n", fn,
                        type);
   };
-  const std::string body =
-      v.baseline_aligned
-          ? "  if (kl::aligned_call(x, weight, y, x_row_stride, y_row_stride))  // uniform per "
-            "launch\n    " +
-                call("bl::rms_impl") + "  else\n    " + call("kl::rms_rows")
-          : "  " + call("kl::rms_rows");
+  const bool baseline_entry = v.float32_baseline && std::string_view(type) == "float";
+  std::string body;
+  if (baseline_entry)
+    body = "  bl::" + call("rms_impl"); // every float32 call: the baseline's entry, verbatim
+  else if (v.baseline_aligned)
+    body = "  if (kl::aligned_call(x, weight, y, x_row_stride, y_row_stride))  // uniform per "
+           "launch\n    " +
+           call("bl::rms_impl") + "  else\n    " + call("kl::rms_rows");
+  else
+    body = "  " + call("kl::rms_rows");
+  const std::string bounds = baseline_entry ? baseline_launch_bounds(name)
+                                            : fmt::format("{}, {}", v.block_threads,
+                                                          std::max(1, resident / v.block_threads));
   return fmt::format(
-      "extern \"C\" __global__ void __launch_bounds__({2}, {3}) {0}(const {1}* x, const {1}* "
+      "extern \"C\" __global__ void __launch_bounds__({2}) {0}(const {1}* x, const {1}* "
       "weight, {1}* y,\n    long long rows, int H, long long x_row_stride, long long y_row_stride, "
-      "float eps) {{\n{4}}}\n",
-      name, type, v.block_threads, std::max(1, resident / v.block_threads), body);
+      "float eps) {{\n{3}}}\n",
+      name, type, bounds, body);
 }
 
 constexpr const char* kAlignedCall =

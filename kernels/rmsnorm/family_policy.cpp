@@ -84,9 +84,13 @@ void walk(const json& node, ReportDigest& d, int depth) {
     if (auto s = number_at(node, {"speedup", "speedup_vs_baseline", "speed_up"})) speedup(*s);
     // The gates' own layout: per cache state, the roofline's fraction of the copy ceiling and the
     // benchmark's paired time ratio candidate/baseline (speed-up = 1 / ratio).
+    const auto dtype = node.find("dtype");
     if (auto st = node.find("states"); st != node.end() && st->is_array()) {
       for (const auto& state : *st) {
         if (!state.is_object()) continue;
+        if (auto dec = state.find("decision");
+            dec != state.end() && *dec == "slower" && dtype != node.end() && dtype->is_string())
+          d.slower_dtypes.insert(dtype->get<std::string>());
         if (auto f = number_at(state, kFractionKeys)) fraction(*f);
         if (auto vb = state.find("vs_baseline"); vb != state.end() && vb->is_object())
           if (auto r = number_at(*vb, {"ratio"}); r && *r > 0) speedup(1.0 / *r);
@@ -134,7 +138,8 @@ Variant flagship_variant() {
 
 Variant safer_neighbour(const Variant& v) {
   Variant s = v;
-  // The newest options go first: the software prefetch, warp rows, the per-call store hint.
+  // The newest options go first: the software prefetch, warp rows, the per-call store hint. A
+  // composite's float32_baseline is kept until the composite itself goes: it is the safe part.
   if (s.prefetch) {
     s.prefetch = false;
   } else if (s.warp_rows) {
@@ -147,6 +152,7 @@ Variant safer_neighbour(const Variant& v) {
     s.cached_vecs /= 2;
   } else if (s.threads_per_row == 0) { // fixed geometry, one block per row
     s.baseline_aligned = false;        // a composite needs the run-time geometry
+    s.float32_baseline = false;
     s.threads_per_row = s.block_threads = 256;
     s.grid = FamilyGrid::kPerRows;
   } else if (s.cached_vecs > 0) {
@@ -242,6 +248,15 @@ PolicyDecision OfflinePolicy::decide(const ReportDigest& d) {
         v.cached_vecs = std::min(v.cached_vecs, 2);
         v.warp_rows = v.cached_vecs > 0;
         moves.emplace_back("tune:baseline_on_aligned", v);
+      }
+      // A composite slower only on float32 calls: hand float32 entirely to the baseline's own
+      // entry (Variant::float32_baseline), so those calls run the baseline's code, and keep the
+      // composite where it was not slower.
+      if (prev.baseline_aligned && !prev.float32_baseline &&
+          d.slower_dtypes == std::set<std::string>{"float32"}) {
+        Variant v = prev;
+        v.float32_baseline = true;
+        moves.emplace_back("tune:float32_baseline", v);
       }
       if (!prev.evict_first && prev.cached_vecs > 0) {
         Variant v = prev;

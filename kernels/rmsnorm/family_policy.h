@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct ReportDigest {
   double min_speedup = 0.0;   // lowest speed-up vs baseline over shapes (0 when absent)
   bool has_benchmark = false; // at least one class fraction or speed-up was found
   std::string dominant_stall; // top CUPTI stall reason, lower case ("" when absent)
+  // dtypes ("float32", "float16", "bfloat16") of the benchmark states whose decision is "slower"
+  // (slower than the baseline beyond the state's A/A noise floor, bench::decide_speed).
+  std::set<std::string> slower_dtypes;
 };
 
 // Reads a public report JSON; never throws on missing or oddly typed keys.

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct BuildResult {
   nvrtcResult result;
   std::string log;
   std::string cubin;
+  std::string ptx;
 };
 
 BuildResult build(const std::string& source) {
@@ -45,6 +47,10 @@ BuildResult build(const std::string& source) {
   if (out.result == NVRTC_SUCCESS && nvrtcGetCUBINSize(prog.get(), &n) == NVRTC_SUCCESS) {
     out.cubin.resize(n);
     nvrtcGetCUBIN(prog.get(), out.cubin.data());
+  }
+  if (out.result == NVRTC_SUCCESS && nvrtcGetPTXSize(prog.get(), &n) == NVRTC_SUCCESS) {
+    out.ptx.resize(n);
+    nvrtcGetPTX(prog.get(), out.ptx.data());
   }
   return out;
 }
@@ -121,14 +127,108 @@ TEST_P(FamilyNvrtc, CompilesForSm90WithoutSpillsOrForbiddenConstructs) {
         EXPECT_EQ(sp.loads, 0) << c.name << " " << fn << "\n" << b.log;
       }
     }
-    EXPECT_EQ(mine.size(), 6u) << b.log; // three entries, three out-of-line peeled paths
-    EXPECT_EQ(out_of_line, 3) << b.log;
+    // Three entries, and an out-of-line peeled path per composite entry (float32's entry is the
+    // baseline's own under float32_baseline).
+    const int composite_entries = v->float32_baseline ? 2 : 3;
+    EXPECT_EQ(mine.size(), 3u + composite_entries) << b.log;
+    EXPECT_EQ(out_of_line, composite_entries) << b.log;
     return;
   }
   // One resource report per entry, each without spills or a stack frame.
   EXPECT_EQ(count(b.log, std::regex(R"(\b0 bytes spill stores)")), 3) << c.name << "\n" << b.log;
   EXPECT_EQ(count(b.log, std::regex(R"(\b0 bytes spill loads)")), 3) << c.name << "\n" << b.log;
   EXPECT_EQ(count(b.log, std::regex(R"(\b0 bytes stack frame)")), 3) << c.name << "\n" << b.log;
+}
+
+// The PTX of entry `name` (from ".entry name" to its closing brace at column 0), normalised: every
+// mangled symbol becomes "SYM", and line-info directives (.loc, from -lineinfo), comments and the
+// function index in branch labels are dropped. Inside a composite the baseline's device code sits
+// in namespace bl at other source lines, so those are all that differ. Empty when absent.
+std::string entry_ptx(const std::string& ptx, const std::string& name) {
+  const std::size_t at = ptx.find(".entry " + name + "(");
+  if (at == std::string::npos) return {};
+  const std::size_t end = ptx.find("\n}", at);
+  if (end == std::string::npos) return {};
+  static const std::regex mangled(R"(_Z[A-Za-z0-9_]+)");
+  static const std::regex loc(R"(\n\t\.loc\t[^\n]*|//[^\n]*)");
+  static const std::regex label(R"(\$L__BB\d+_)"); // numbered per function of the module
+  std::string body = std::regex_replace(ptx.substr(at, end + 2 - at), loc, std::string());
+  body = std::regex_replace(body, label, "$$L__BB_");
+  return std::regex_replace(body, mangled, "SYM");
+}
+
+std::string fmt_names(const std::set<std::string>& names) {
+  std::string out;
+  for (const auto& n : names)
+    out += n + " ";
+  return out;
+}
+
+// Variant::float32_baseline: the composite's float32 entry compiles to the baseline's own float32
+// entry (the same PTX, names aside, and the same ptxas resources), while its half-precision
+// entries stay composite. Without the option the combined float32 entry differs: the comparison
+// can tell the two apart.
+TEST(FamilyNvrtcFloat32Baseline, Float32EntryIsTheBaselinesEntry) {
+  const BuildResult base = build(std::string(embedded_baseline_source()));
+  ASSERT_EQ(base.result, NVRTC_SUCCESS) << base.log;
+  const std::string base_f32 = entry_ptx(base.ptx, "rms_f32");
+  ASSERT_GT(base_f32.size(), 1000u) << base.ptx.substr(0, 2000);
+  static const std::regex f32_props(
+      R"(Function properties for rms_f32\s*\n([^\n]*)\n[^\n]*?(Used \d+ registers[^\n]*))");
+  std::smatch base_props;
+  ASSERT_TRUE(std::regex_search(base.log, base_props, f32_props)) << base.log;
+
+  const auto with = variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-wr-bl-f32bl");
+  const auto without = variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-wr-bl");
+  ASSERT_TRUE(with && without);
+  const BuildResult a = build(generate(*with).kernel_cu);
+  const BuildResult b = build(generate(*without).kernel_cu);
+  ASSERT_EQ(a.result, NVRTC_SUCCESS) << a.log;
+  ASSERT_EQ(b.result, NVRTC_SUCCESS) << b.log;
+  EXPECT_EQ(entry_ptx(a.ptx, "rms_f32"), base_f32);
+  // The baseline's entry calls nothing out of line and names one mangled symbol (its shared
+  // reduction array), so the normalisation above cannot hide a different callee.
+  EXPECT_EQ(base_f32.find("call"), std::string::npos);
+  {
+    const std::size_t at = base.ptx.find(".entry rms_f32(");
+    const std::string raw = base.ptx.substr(at, base.ptx.find("\n}", at) - at);
+    static const std::regex mangled(R"(_Z[A-Za-z0-9_]+)");
+    std::set<std::string> names;
+    for (auto it = std::sregex_iterator(raw.begin(), raw.end(), mangled);
+         it != std::sregex_iterator(); ++it)
+      names.insert(it->str());
+    EXPECT_EQ(names.size(), 1u) << fmt_names(names);
+  }
+  std::smatch props;
+  ASSERT_TRUE(std::regex_search(a.log, props, f32_props)) << a.log;
+  EXPECT_EQ(props[1].str(), base_props[1].str()); // stack frame and spill bytes
+  EXPECT_EQ(props[2].str(), base_props[2].str()); // registers, barriers, shared memory
+  EXPECT_NE(entry_ptx(b.ptx, "rms_f32"), base_f32);
+  for (const char* half : {"rms_f16", "rms_bf16"}) {
+    EXPECT_NE(entry_ptx(a.ptx, half), entry_ptx(base.ptx, half)) << half;
+    EXPECT_EQ(entry_ptx(a.ptx, half), entry_ptx(b.ptx, half)) << half;
+  }
+}
+
+// The float32 entry takes the baseline's launch bound even where the variant's own bound differs:
+// eight cached vectors give the composite's half entries __launch_bounds__(256, 2), while the
+// baseline declares rms_f32 with (256, 4).
+TEST(FamilyNvrtcFloat32Baseline, Float32EntryCopiesTheBaselinesLaunchBound) {
+  const std::string base(embedded_baseline_source());
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(base, m, std::regex(R"(__launch_bounds__\(([^()]*)\)\s*rms_f32\s*\()")));
+  const auto v = variant_by_name("v16-tauto-b256-c8-shfl-pers-peel-bl-f32bl");
+  ASSERT_TRUE(v.has_value());
+  const std::string src = generate(*v).kernel_cu;
+  EXPECT_NE(src.find("__launch_bounds__(" + m[1].str() + ") rms_f32("), std::string::npos) << src;
+  EXPECT_NE(src.find("__launch_bounds__(256, 2) rms_f16("), std::string::npos);
+  EXPECT_NE(m[1].str(), "256, 2");
+  const BuildResult b = build(src);
+  ASSERT_EQ(b.result, NVRTC_SUCCESS) << b.log;
+  const BuildResult ref = build(base);
+  ASSERT_EQ(ref.result, NVRTC_SUCCESS) << ref.log;
+  EXPECT_EQ(entry_ptx(b.ptx, "rms_f32"), entry_ptx(ref.ptx, "rms_f32"));
 }
 
 std::vector<std::string> curated_names() {

@@ -263,6 +263,33 @@ TEST(OfflineFamily, CompositeNeedsTheBaselinesLaunchGeometry) {
   EXPECT_TRUE(variant_by_name("v16-tauto-b256-c4-shfl-pers-peel-bl"));
 }
 
+TEST(OfflineFamily, Float32BaselineIsANamedOptionOfCompositesOnly) {
+  const auto v = variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-wr-bl-f32bl");
+  ASSERT_TRUE(v.has_value());
+  EXPECT_TRUE(v->float32_baseline);
+  EXPECT_TRUE(v->baseline_aligned);
+  Variant bad = *v;
+  bad.baseline_aligned = false;
+  const auto err = validate(bad);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("float32_baseline"), std::string::npos) << *err;
+  EXPECT_FALSE(variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-wr-f32bl"));    // no composite
+  EXPECT_FALSE(variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-wr-f32bl-bl")); // order
+  // The float32 entry is the baseline's call alone; the half entries keep the composite switch,
+  // and the manifest says where float32 calls go.
+  const GeneratedCandidate c = generate(*v);
+  const std::size_t f32 = c.kernel_cu.find(") rms_f32(");
+  const std::size_t f16 = c.kernel_cu.find(") rms_f16(");
+  ASSERT_NE(f32, std::string::npos);
+  ASSERT_NE(f16, std::string::npos);
+  const std::string f32_body = c.kernel_cu.substr(f32, f16 - f32);
+  EXPECT_NE(f32_body.find("bl::rms_impl<float>"), std::string::npos) << f32_body;
+  EXPECT_EQ(f32_body.find("kl::"), std::string::npos) << f32_body;
+  EXPECT_NE(c.kernel_cu.substr(f16).find("kl::rms_rows<__half>"), std::string::npos);
+  EXPECT_NE(c.manifest_json.find("float32 calls run the in-tree baseline's own code"),
+            std::string::npos);
+}
+
 TEST(OfflineFamily, StoreHintWarpRowsAndPrefetchAreNamedOptionsWithStatedConstraints) {
   const auto all = variant_by_name("v16-tauto-b128-c2-shfl-pers-peel-ef-ps-wr-pf");
   ASSERT_TRUE(all.has_value());

@@ -1,6 +1,7 @@
 // Unit tests of the offline policy: it reacts to fixture reports as docs/OFFLINE.md documents and
 // is deterministic for a seed.
 #include <fstream>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -82,6 +83,11 @@ TEST(OfflinePolicy, SaferNeighbourDropsTheNewestOptionsFirst) {
   EXPECT_EQ(name_of("v16-tauto-b256-c2-shfl-pers-peel-ef-wr-bl"),
             "v16-tauto-b256-c2-shfl-pers-peel-ef-bl");
   EXPECT_EQ(name_of("v16-tauto-b256-c2-shfl-pers-peel-bl"), "v16-t256-b256-c2-shfl-rows-peel");
+  // Float32 on the baseline's own entry stays while the composite does (it is the safe part).
+  EXPECT_EQ(name_of("v16-tauto-b256-c2-shfl-pers-peel-wr-bl-f32bl"),
+            "v16-tauto-b256-c2-shfl-pers-peel-bl-f32bl");
+  EXPECT_EQ(name_of("v16-tauto-b256-c2-shfl-pers-peel-bl-f32bl"),
+            "v16-t256-b256-c2-shfl-rows-peel");
 }
 
 TEST(OfflinePolicy, SpillsHalveTheCachedVectors) {
@@ -188,6 +194,70 @@ TEST(OfflinePolicy, SlowerThanBaselineTunesTheRunTimeVariantInPlace) {
   EXPECT_NE(d.rules.front().rfind("tune:", 0), 0u) << d.rules.front();
 }
 
+// The benchmark gate's own layout (evaluator/perf_gates.cpp): per shape its dtype and class, per
+// cache state the paired ratio against the baseline and the decision against the A/A floor.
+json state(const char* cache, double ratio, const char* decision) {
+  return {{"state", cache}, {"vs_baseline", {{"ratio", ratio}}}, {"decision", decision}};
+}
+json gate_shape(const char* dtype, json states) {
+  return {{"rows", 512},
+          {"h", 4096},
+          {"dtype", dtype},
+          {"shape_class", "streaming"},
+          {"states", states}};
+}
+
+// A composite slower than the baseline only on float32 calls hands float32 to the baseline's own
+// entry (tune:float32_baseline); slower on a half type as well, it does not.
+TEST(OfflinePolicy, CompositeSlowerOnlyOnFloat32HandsFloat32ToTheBaseline) {
+  const json only_f32 = bench_report(
+      {gate_shape("bfloat16",
+                  {state("cold", 0.80, "faster"), state("warm", 0.99, "indistinguishable")}),
+       gate_shape("float32",
+                  {state("cold", 1.03, "slower"), state("warm", 1.00, "indistinguishable")})});
+  const ReportDigest d = digest_report(only_f32);
+  EXPECT_EQ(d.slower_dtypes, std::set<std::string>{"float32"});
+  EXPECT_NEAR(d.min_speedup, 1 / 1.03, 1e-12);
+
+  const auto composite = *variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-wr-bl");
+  const auto run_after = [&](const json& report) {
+    // Reach the composite through the documented chain, then feed `report` as its report.
+    OfflinePolicy p(7);
+    p.next(nullptr);
+    const json ok = pending_report();
+    p.next(&ok); // flagship, 512 threads
+    const json mixed = bench_report({{{"shape_class", "launch_bound"}, {"speedup", 0.9}}});
+    p.next(&mixed); // 256 threads
+    EXPECT_EQ(p.next(&mixed).variant, composite);
+    return p.next(&report);
+  };
+  const PolicyDecision f32 = run_after(only_f32);
+  EXPECT_EQ(f32.rules, std::vector<std::string>{"tune:float32_baseline"});
+  EXPECT_EQ(variant_name(f32.variant), "v16-tauto-b256-c2-shfl-pers-peel-wr-bl-f32bl");
+
+  json also_bf16 = only_f32;
+  also_bf16["gates"][2]["evidence"]["shapes"][0]["states"][1]["decision"] = "slower";
+  EXPECT_EQ(digest_report(also_bf16).slower_dtypes, (std::set<std::string>{"bfloat16", "float32"}));
+  const PolicyDecision ef = run_after(also_bf16);
+  EXPECT_EQ(ef.rules, std::vector<std::string>{"tune:evict_first"});
+
+  // A composite that already runs float32 on the baseline and is slower on float32 again (noise on
+  // identical code) moves on: evict-first loads on its own path.
+  Variant f32bl = composite;
+  f32bl.float32_baseline = true;
+  OfflinePolicy q(7);
+  q.next(nullptr);
+  const json ok = pending_report();
+  q.next(&ok);
+  const json mixed = bench_report({{{"shape_class", "launch_bound"}, {"speedup", 0.9}}});
+  q.next(&mixed);
+  q.next(&mixed);
+  ASSERT_EQ(q.next(&only_f32).variant, f32bl);
+  const PolicyDecision after = q.next(&only_f32);
+  EXPECT_EQ(after.rules, std::vector<std::string>{"tune:evict_first"});
+  EXPECT_EQ(variant_name(after.variant), "v16-tauto-b256-c2-shfl-pers-peel-ef-wr-bl-f32bl");
+}
+
 // A real public report (H200, 2026-11-29: the flagship's benchmark and roofline evidence, sample
 // batches stripped): the digest must read the gates' own layout, per-state paired ratios and
 // fractions of the copy ceiling. Before this was read, no class or speed-up rule ever fired on
@@ -208,6 +278,8 @@ TEST(OfflinePolicy, DigestReadsTheGatesOwnEvidenceLayout) {
     EXPECT_LT(d.class_fraction.at(cls), 1.2) << cls;
   }
   EXPECT_LT(d.class_fraction.at("launch_bound"), d.class_fraction.at("streaming"));
+  // The flagship was slower beyond the noise floor on states of every dtype (8-9 each).
+  EXPECT_EQ(d.slower_dtypes, (std::set<std::string>{"bfloat16", "float16", "float32"}));
   // After the flagship, this report makes the policy tune the flagship in place.
   OfflinePolicy p(1);
   p.next(nullptr);

@@ -99,9 +99,15 @@ TEST(GpuBenchTest, SameKernelAsCandidateAndBaselineShowsNoPositionalBias) {
   const GpuRunResult r = run_gpu_worker(req, opt);
   std::filesystem::remove_all(dir);
   ASSERT_EQ(r.status, GateStatus::kPass) << gputest::describe(r);
+  // The A/A partner is the baseline's cubin in a library of its own, taking the baseline's route.
+  EXPECT_EQ(r.result.at("benchmark").value("aa_partner", ""),
+            "the baseline cubin loaded a second time (own library)");
   for (const json& shape : r.result.at("benchmark").at("shapes")) {
+    ASSERT_TRUE(shape["paths"].contains("aa_partner")) << shape["paths"].dump();
+    EXPECT_EQ(shape["paths"]["aa_partner"], shape["paths"]["baseline"]);
     for (const json& st : shape["states"]) {
       EXPECT_EQ(st["blocker_timeouts"], 0) << st.dump();
+      EXPECT_EQ(st["samples"]["aa_kernel"].size(), st["samples"]["baseline_kernel"].size());
       auto median = [](std::vector<double> v) {
         std::sort(v.begin(), v.end());
         return v[v.size() / 2];
