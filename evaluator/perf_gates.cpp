@@ -174,6 +174,9 @@ GateResult benchmark_gate(const json& r) {
                 {"telemetry", r.value("telemetry", json::object())},
                 {"protocol", r.value("protocol", json::object())},
                 {"raw_samples_sha256", r.value("raw_samples_sha256", std::string())},
+                // What the A/A floor was measured against (absent from workers before 2026-11-30's
+                // seventh session, whose partner was the baseline's own functions).
+                {"aa_partner", r.value("aa_partner", std::string("the baseline's own functions"))},
                 {"timing_scope", "kernel: CUDA events around the launch; wrapper: CUDA events "
                                  "around the whole trusted-wrapper call"},
                 {"shapes", shapes_out},

@@ -63,6 +63,16 @@ TEST(PerfGatesTest, FasterCandidateIsDecidedFasterWithNoiseFloorAndClasses) {
   EXPECT_EQ(g.evidence["shapes"][0]["shape_class"], "streaming");
 }
 
+// The gate records what its A/A floor was measured against, so reports from workers before and
+// after the separately loaded partner can be told apart.
+TEST(PerfGatesTest, EvidenceNamesTheAaPartner) {
+  json r = result({shape(65536, 4096, "bfloat16", 0.30, 0.36)});
+  EXPECT_EQ(benchmark_gate(r).evidence["aa_partner"], "the baseline's own functions");
+  r["aa_partner"] = "the baseline cubin loaded a second time (own library)";
+  EXPECT_EQ(benchmark_gate(r).evidence["aa_partner"],
+            "the baseline cubin loaded a second time (own library)");
+}
+
 TEST(PerfGatesTest, SummaryCarriesTheGeometricMeanSpeedupWithAnInterval) {
   // Two shapes, 1.2x and 1.0x: geometric mean sqrt(1.2) = 1.095, inside its own interval, and the
   // interval is what loop_record stores as the candidate's speedup_lo / speedup_hi.
