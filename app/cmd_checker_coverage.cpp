@@ -217,7 +217,8 @@ void register_checker_coverage(CLI::App& app, int& exit_code) {
                 "Build without namespace isolation (recorded; only for trusted sources)");
   sub->add_option("--worker-timeout", a->worker_timeout_s,
                   "Watchdog per GPU worker batch in seconds (default 120)");
-  sub->add_option("--seed", a->seed, "Seed of the holdout suite and the search pool (default 1)");
+  sub->add_option("--seed", a->seed, "Seed of the holdout suite and the search pool (default 1)")
+      ->check(seed_check());
   sub->add_flag("--with-benchmark", a->with_benchmark,
                 "Also run the benchmark and roofline gates per mutant (slow)");
   sub->add_option("--baseline", a->baseline_dir,

@@ -208,7 +208,8 @@ void register_optimize(CLI::App& app, int& exit_code) {
   sub->add_option("--api-key-env", args->api_key_env, "Environment variable holding the API key");
   sub->add_option("--store", args->store_dir,
                   "Store directory (default $KLOOP_STORE or ./kloop-store)");
-  sub->add_option("--seed", args->seed, "Public seed (provider sampling, offline policy)");
+  sub->add_option("--seed", args->seed, "Public seed (provider sampling, offline policy)")
+      ->check(seed_check());
   sub->add_flag("--json", args->json, "Print one JSON document instead of progress lines");
   sub->add_option("--resume", args->resume,
                   "Continue an interrupted session from its last "
@@ -223,7 +224,7 @@ void register_optimize(CLI::App& app, int& exit_code) {
   sub->add_option("--max-tokens", args->max_tokens, "Token budget of the session (0: none)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--max-cost-usd", args->max_cost_usd, "Cost budget of the session (0: none)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_non_negative_check());
   sub->add_option("--worker-timeout", args->worker_timeout_s,
                   "Watchdog deadline per GPU worker batch, seconds")
       ->check(CLI::Range(1.0, 3600.0));

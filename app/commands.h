@@ -3,6 +3,7 @@
 #pragma once
 
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -49,6 +50,36 @@ inline CLI::Validator session_id_check() {
         return {};
       },
       "SESSION_ID");
+}
+
+// Validator for a seed: a decimal integer in 0..18446744073709551615 (uint64). Without it CLI11
+// wraps "-5" to 2^64 - 5, which the store then records as -5.
+inline CLI::Validator seed_check() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        std::uint64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (text.empty() || ec != std::errc() || ptr != end)
+          return "a seed is a decimal integer from 0 to 18446744073709551615 (got '" + text + "')";
+        return {};
+      },
+      "UINT64");
+}
+
+// Validator for a budget in dollars, tokens or seconds that may be 0 (none): a finite number >= 0.
+// CLI::NonNegativeNumber lets "nan" through (nan < 0 is false).
+inline CLI::Validator finite_non_negative_check() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        double v = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(v) || v < 0)
+          return "expected a finite number >= 0 (0: no limit), got '" + text + "'";
+        return {};
+      },
+      "NUMBER >= 0");
 }
 
 // Whether the command line asks for JSON output (--json before any "--").

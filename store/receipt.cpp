@@ -221,6 +221,22 @@ json sign_payload(const json& payload, const KeyPair& key) {
                                  "signing: {}; record that evidence in the store first",
                                  nulls.size(), list));
   }
+  // A promotion needs every gate passed (seed, "promotion ladder"): a payload that says promoted
+  // next to a gate that did not pass contradicts itself (an edited or damaged record) and is
+  // never signed.
+  if (payload.is_object() && payload.value("status", json()) == "promoted") {
+    for (const char* section : {"correctness", "sanitizers", "benchmark"}) {
+      const json st = payload.contains(section) && payload[section].is_object()
+                          ? payload[section].value("status", json())
+                          : json();
+      if (st != "pass")
+        throw StoreError(fmt::format(
+            "receipt: the payload says promoted but `{}.status` is {}: a promotion needs every "
+            "gate passed, so the record contradicts itself (edited or damaged?); check it with "
+            "`kloop show ID` and `kloop store verify` before signing",
+            section, st.dump()));
+    }
+  }
   unsigned char sk[crypto_sign_SECRETKEYBYTES];
   if (!unhex(key.secret_hex, sk, sizeof sk))
     throw StoreError("receipt: the secret key is not valid hex; regenerate it");
@@ -242,6 +258,23 @@ json sign_payload(const json& payload, const KeyPair& key) {
 json sign_session_receipt(Store& store, std::int64_t id, const KeyPair& key,
                           const std::string& reviewer) {
   const SessionDetail d = store.load_session(id);
+  // Every recorded gate of a promoted candidate must have passed, not only the three the payload
+  // carries (contract, build, static, roofline and the holdout-era gates too).
+  if (d.promotion && d.promotion->decision == Decision::kPromoted) {
+    const CandidateDetail* c = d.best_candidate();
+    if (!c || c->candidate.verdict != VerdictCode::kPass)
+      throw StoreError(fmt::format(
+          "receipt: session {} is recorded as promoted but its promoted candidate {} passing; the "
+          "record contradicts itself (edited or damaged?); check it with `kloop show {}`",
+          id, c ? "is not recorded as" : "is missing, not", id));
+    for (const auto& g : c->gates)
+      if (g.status != GateCode::kPass)
+        throw StoreError(fmt::format(
+            "receipt: session {} is recorded as promoted but gate `{}` of candidate {} is {}: a "
+            "promotion needs every gate passed, so the record contradicts itself (edited or "
+            "damaged?); check it with `kloop show {}`",
+            id, g.name, c->candidate.id, name(g.status), id));
+  }
   const json payload = build_receipt_payload(d, receipt_manifest(store, d), reviewer, key.key_id);
   json receipt = sign_payload(payload, key);
   auto step = store.begin_step();

@@ -52,10 +52,13 @@ std::vector<std::string> empty_rollout_fields(const nlohmann::json& payload);
 
 // {"payload": payload, "approval": {canonical_payload_sha256, signature, signing_key_id}}.
 // Throws StoreError naming the empty rollout fields when any (rollout first), else listing the
-// null fields when any.
+// null fields when any, else when the payload says "promoted" next to a correctness, sanitizer or
+// benchmark status other than "pass" (a self-contradicting record).
 nlohmann::json sign_payload(const nlohmann::json& payload, const KeyPair& key);
 
-// Builds, signs and records (blob + receipts row, one step) the receipt of session `id`.
+// Builds, signs and records (blob + receipts row, one step) the receipt of session `id`. Throws
+// StoreError, recording nothing, when the session is recorded as promoted but its promoted
+// candidate's verdict or any of its recorded gates is not pass, and for sign_payload's reasons.
 nlohmann::json sign_session_receipt(Store& store, std::int64_t id, const KeyPair& key,
                                     const std::string& reviewer);
 

@@ -12,11 +12,13 @@
 #include <nvrtc.h>
 #include <seccomp.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <new>
@@ -208,6 +210,17 @@ int main(int argc, char** argv) {
   set_limit(RLIMIT_NPROC, static_cast<rlim_t>(a.nproc));
   set_limit(RLIMIT_CORE, 0);
   nlohmann::json result = {{"status", "internal_error"}};
+  // NVRTC's line info (.file, -lineinfo) names the program "kernel.cu" relative to the working
+  // directory, so a build inside a random temporary directory gave a different PTX and cubin
+  // hash on every build of the same source. Build from "/" (paths below are absolute), so the
+  // same source, options and toolkit give the same bytes.
+  std::error_code ec;
+  a.build_dir = std::filesystem::absolute(a.build_dir, ec).string();
+  a.include_dir = std::filesystem::absolute(a.include_dir, ec).string();
+  if (ec || ::chdir("/") != 0) {
+    result["message"] = "cannot make the build directory absolute or change to /";
+    return finish(a, result, kUsage);
+  }
   if (a.seccomp && !install_seccomp()) {
     result["message"] = "seccomp filter could not be installed";
     return finish(a, result, kUsage);

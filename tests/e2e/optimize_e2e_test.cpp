@@ -178,6 +178,26 @@ TEST(OptimizeE2E, OfflineMainJobOnCpuEndsPendingDeviceValidation) {
   fs::remove_all(store);
 }
 
+// Numbers that CLI11 alone would accept: a negative seed (wrapped to 2^64 - 5 and stored as -5)
+// and a NaN cost budget. Both are usage errors (2) that name the option, before any session.
+TEST(OptimizeE2E, NegativeSeedAndNanBudgetAreUsageErrors) {
+  const fs::path store = fresh_dir("badnum");
+  const auto seed = kloop_run({"optimize", "rmsnorm", "--seed", "-5", "--store", store.string()});
+  EXPECT_EQ(seed.exit_code, 2) << seed.stdout_text << seed.stderr_text;
+  EXPECT_NE((seed.stdout_text + seed.stderr_text).find("--seed"), std::string::npos)
+      << seed.stderr_text;
+  EXPECT_NE((seed.stdout_text + seed.stderr_text).find("a seed is a decimal integer"),
+            std::string::npos)
+      << seed.stderr_text;
+  const auto cost =
+      kloop_run({"optimize", "rmsnorm", "--max-cost-usd", "nan", "--store", store.string()});
+  EXPECT_EQ(cost.exit_code, 2) << cost.stdout_text << cost.stderr_text;
+  EXPECT_NE((cost.stdout_text + cost.stderr_text).find("finite number"), std::string::npos)
+      << cost.stderr_text;
+  EXPECT_FALSE(fs::exists(store / "kloop.db")) << "no session for a usage error";
+  fs::remove_all(store);
+}
+
 TEST(OptimizeE2E, OpenAiCompatibleServerGetsBuildErrorsInSecondPrompt) {
   const std::string broken =
       "#include <cuda_fp16.h>\nextern \"C\" __global__ void rms_f32(const float* x, const float* "

@@ -106,6 +106,23 @@ TEST_F(BuildIntegrationTest, GoodCandidateBuildsAndIsPendingDeviceValidation) {
   EXPECT_EQ(ev.build->cubin.substr(1, 3), "ELF");
 }
 
+// Two builds of the same source (each in its own random build directory) give the same PTX and
+// cubin bytes, so an auditor can rebuild a stored source and match the receipt's cubin hash. The
+// line info names "/kernel.cu", not the build directory.
+TEST_F(BuildIntegrationTest, RebuildingTheSameSourceGivesTheSameArtifactHashes) {
+  auto c =
+      candidate_from(slurp(kFixtures / "good/kernel.cu"), slurp(kFixtures / "good/manifest.json"));
+  const auto a = evaluate(c);
+  const auto b = evaluate(c);
+  ASSERT_EQ(a.report.find("build")->status, GateStatus::kPass);
+  ASSERT_EQ(b.report.find("build")->status, GateStatus::kPass);
+  for (auto art : {"kernel.ptx", "kernel.cubin"})
+    EXPECT_EQ(a.report.artifacts.at(art), b.report.artifacts.at(art)) << art;
+  ASSERT_TRUE(a.build.has_value());
+  EXPECT_NE(a.build->ptx.find(".file\t1 \"/kernel.cu\""), std::string::npos)
+      << a.build->ptx.substr(0, 600);
+}
+
 TEST_F(BuildIntegrationTest, EachForbiddenConstructIsCaughtByTheStaticGate) {
   const std::map<std::string, std::string> cases = {{"device_counter", "module_state"},
                                                     {"clock64", "clock"},

@@ -2,12 +2,14 @@
 // precise failures.
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include "store/error.h"
 #include "store/hash.h"
 #include "store/jcs.h"
 #include "store/receipt.h"
+#include "store/sqlite.h"
 #include "store/store.h"
 #include "tests/store/fixture.h"
 
@@ -129,6 +131,44 @@ TEST(ReceiptTest, NullFieldRefusesToSignAndListsTheFields) {
     EXPECT_TRUE(mentions(e.what(), "block signing")) << e.what();
   }
   EXPECT_TRUE(st.load_session(id).receipts.empty());
+}
+
+// A store edited (or damaged) so that a promoted session's candidate shows a failed gate: signing
+// refuses and records nothing, and a payload that says promoted next to a failed gate is never
+// signed whatever its source.
+TEST(ReceiptTest, PromotedSessionWithAFailedGateIsNotSigned) {
+  TempDir t;
+  std::int64_t id = 0;
+  {
+    Store st = Store::open(t.path());
+    id = testing::write_fake_session(st, 2);
+  }
+  const KeyPair kp = generate_keypair();
+  {
+    Db db("file:" + t.path() + "/kloop.db", SQLITE_OPEN_READWRITE, "test edit");
+    db.exec("UPDATE gate_results SET status = 1 WHERE name = 'roofline' AND candidate_id = "
+            "(SELECT MAX(id) FROM candidates)");
+  }
+  Store st = Store::open(t.path());
+  ASSERT_EQ(st.load_session(id).best_candidate()->candidate.id, 2);
+  try {
+    sign_session_receipt(st, id, kp, "alice");
+    FAIL() << "signed a promoted session whose candidate failed a gate";
+  } catch (const StoreError& e) {
+    EXPECT_TRUE(mentions(e.what(), "gate `roofline` of candidate 2 is fail")) << e.what();
+  }
+  EXPECT_TRUE(st.load_session(id).receipts.empty());
+
+  const SessionDetail d = st.load_session(id);
+  nlohmann::json p = build_receipt_payload(d, receipt_manifest(st, d), "alice", kp.key_id);
+  ASSERT_EQ(p["status"], "promoted");
+  p["correctness"]["status"] = "fail";
+  try {
+    sign_payload(p, kp);
+    FAIL() << "signed a payload that says promoted next to a failed correctness gate";
+  } catch (const StoreError& e) {
+    EXPECT_TRUE(mentions(e.what(), "`correctness.status` is \"fail\"")) << e.what();
+  }
 }
 
 TEST(ReceiptTest, NullsInsideListsAlsoBlockSigning) {
