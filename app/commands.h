@@ -52,16 +52,17 @@ inline CLI::Validator session_id_check() {
       "SESSION_ID");
 }
 
-// Validator for a seed: a decimal integer in 0..18446744073709551615 (uint64). Without it CLI11
-// wraps "-5" to 2^64 - 5, which the store then records as -5.
+// Validator for a seed: a decimal integer in 0..9223372036854775807. The store keeps the seed as
+// a signed 64-bit value (sessions.seed), so a larger uint64 would be recorded as negative; without
+// this check CLI11 also wraps "-5" to 2^64 - 5, recorded as -5.
 inline CLI::Validator seed_check() {
   return CLI::Validator(
       [](const std::string& text) -> std::string {
-        std::uint64_t v = 0;
+        std::int64_t v = 0;
         const char* end = text.data() + text.size();
         const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-        if (text.empty() || ec != std::errc() || ptr != end)
-          return "a seed is a decimal integer from 0 to 18446744073709551615 (got '" + text + "')";
+        if (text.empty() || ec != std::errc() || ptr != end || v < 0)
+          return "a seed is a decimal integer from 0 to 9223372036854775807 (got '" + text + "')";
         return {};
       },
       "UINT64");

@@ -259,7 +259,7 @@ json sign_session_receipt(Store& store, std::int64_t id, const KeyPair& key,
                           const std::string& reviewer) {
   const SessionDetail d = store.load_session(id);
   // Every recorded gate of a promoted candidate must have passed, not only the three the payload
-  // carries (contract, build, static, roofline and the holdout-era gates too).
+  // carries (format, contract, build, static and roofline too).
   if (d.promotion && d.promotion->decision == Decision::kPromoted) {
     const CandidateDetail* c = d.best_candidate();
     if (!c || c->candidate.verdict != VerdictCode::kPass)

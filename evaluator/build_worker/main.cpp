@@ -214,12 +214,16 @@ int main(int argc, char** argv) {
   // directory, so a build inside a random temporary directory gave a different PTX and cubin
   // hash on every build of the same source. Build from "/" (paths below are absolute), so the
   // same source, options and toolkit give the same bytes.
-  std::error_code ec;
-  a.build_dir = std::filesystem::absolute(a.build_dir, ec).string();
-  a.include_dir = std::filesystem::absolute(a.include_dir, ec).string();
-  if (ec || ::chdir("/") != 0) {
-    result["message"] = "cannot make the build directory absolute or change to /";
-    return finish(a, result, kUsage);
+  {
+    std::error_code ec_build, ec_include;
+    const auto build_dir = std::filesystem::absolute(a.build_dir, ec_build);
+    const auto include_dir = std::filesystem::absolute(a.include_dir, ec_include);
+    if (ec_build || ec_include || ::chdir("/") != 0) {
+      result["message"] = "cannot make --build-dir and --include absolute or change to /";
+      return finish(a, result, kUsage); // a.build_dir unchanged: the result lands where asked
+    }
+    a.build_dir = build_dir.string();
+    a.include_dir = include_dir.string();
   }
   if (a.seccomp && !install_seccomp()) {
     result["message"] = "seccomp filter could not be installed";

@@ -189,6 +189,10 @@ TEST(OptimizeE2E, NegativeSeedAndNanBudgetAreUsageErrors) {
   EXPECT_NE((seed.stdout_text + seed.stderr_text).find("a seed is a decimal integer"),
             std::string::npos)
       << seed.stderr_text;
+  // Above int64: the store would record it as negative.
+  const auto big = kloop_run(
+      {"optimize", "rmsnorm", "--seed", "18446744073709551611", "--store", store.string()});
+  EXPECT_EQ(big.exit_code, 2) << big.stdout_text << big.stderr_text;
   const auto cost =
       kloop_run({"optimize", "rmsnorm", "--max-cost-usd", "nan", "--store", store.string()});
   EXPECT_EQ(cost.exit_code, 2) << cost.stdout_text << cost.stderr_text;

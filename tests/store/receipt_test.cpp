@@ -159,6 +159,20 @@ TEST(ReceiptTest, PromotedSessionWithAFailedGateIsNotSigned) {
   }
   EXPECT_TRUE(st.load_session(id).receipts.empty());
 
+  // The same with the gate intact but the candidate's own verdict edited to reject.
+  {
+    Db db("file:" + t.path() + "/kloop.db", SQLITE_OPEN_READWRITE, "test edit");
+    db.exec("UPDATE gate_results SET status = 0 WHERE name = 'roofline'");
+    db.exec("UPDATE candidates SET verdict = 1 WHERE id = 2");
+  }
+  try {
+    sign_session_receipt(st, id, kp, "alice");
+    FAIL() << "signed a promoted session whose candidate is recorded as rejected";
+  } catch (const StoreError& e) {
+    EXPECT_TRUE(mentions(e.what(), "is not recorded as passing")) << e.what();
+  }
+  EXPECT_TRUE(st.load_session(id).receipts.empty());
+
   const SessionDetail d = st.load_session(id);
   nlohmann::json p = build_receipt_payload(d, receipt_manifest(st, d), "alice", kp.key_id);
   ASSERT_EQ(p["status"], "promoted");
