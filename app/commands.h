@@ -33,6 +33,14 @@ inline int exit_code_of(const std::exception& e) {
   return dynamic_cast<const store::NoSuchSession*>(&e) ? kExitUsage : kExitCouldNotFinish;
 }
 
+// Parses all of `text` as one T with std::from_chars (decimal, no sign other than '-', no
+// whitespace); false when empty, malformed, out of range or followed by anything.
+template <typename T> bool parse_whole(const std::string& text, T& v) {
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  return !text.empty() && ec == std::errc() && ptr == end;
+}
+
 // Validator for a session ID argument: a positive decimal integer that fits int64
 // (1..9223372036854775807), without leading zeros. Without it CLI11 would clamp an overflowing
 // value to INT64_MAX, and read "010" as octal 8: either way the command would act on a session the
@@ -41,9 +49,7 @@ inline CLI::Validator session_id_check() {
   return CLI::Validator(
       [](const std::string& text) -> std::string {
         std::int64_t v = 0;
-        const char* end = text.data() + text.size();
-        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-        if (text.empty() || ec != std::errc() || ptr != end || v <= 0 || text[0] == '0')
+        if (!parse_whole(text, v) || v <= 0 || text[0] == '0')
           return "a session ID is a positive decimal integer up to 9223372036854775807, without "
                  "leading zeros (got '" +
                  text + "'); list the stored sessions with `kloop sessions`";
@@ -59,9 +65,7 @@ inline CLI::Validator seed_check() {
   return CLI::Validator(
       [](const std::string& text) -> std::string {
         std::int64_t v = 0;
-        const char* end = text.data() + text.size();
-        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-        if (text.empty() || ec != std::errc() || ptr != end || v < 0)
+        if (!parse_whole(text, v) || v < 0)
           return "a seed is a decimal integer from 0 to 9223372036854775807 (got '" + text + "')";
         return {};
       },
@@ -74,9 +78,7 @@ inline CLI::Validator finite_non_negative_check() {
   return CLI::Validator(
       [](const std::string& text) -> std::string {
         double v = 0;
-        const char* end = text.data() + text.size();
-        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-        if (text.empty() || ec != std::errc() || ptr != end || !std::isfinite(v) || v < 0)
+        if (!parse_whole(text, v) || !std::isfinite(v) || v < 0)
           return "expected a finite number >= 0 (0: no limit), got '" + text + "'";
         return {};
       },

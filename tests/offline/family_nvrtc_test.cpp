@@ -140,21 +140,32 @@ TEST_P(FamilyNvrtc, CompilesForSm90WithoutSpillsOrForbiddenConstructs) {
   EXPECT_EQ(count(b.log, std::regex(R"(\b0 bytes stack frame)")), 3) << c.name << "\n" << b.log;
 }
 
+// A mangled C++ symbol in PTX.
+const std::regex& mangled_symbol() {
+  static const std::regex re(R"(_Z[A-Za-z0-9_]+)");
+  return re;
+}
+
+// The PTX text of entry `name` as compiled (from ".entry name" to its closing brace at column 0);
+// empty when absent.
+std::string raw_entry_ptx(const std::string& ptx, const std::string& name) {
+  const std::size_t at = ptx.find(".entry " + name + "(");
+  if (at == std::string::npos) return {};
+  const std::size_t end = ptx.find("\n}", at);
+  if (end == std::string::npos) return {};
+  return ptx.substr(at, end + 2 - at);
+}
+
 // The PTX of entry `name` (from ".entry name" to its closing brace at column 0), normalised: every
 // mangled symbol becomes "SYM", and line-info directives (.loc, from -lineinfo), comments and the
 // function index in branch labels are dropped. Inside a composite the baseline's device code sits
 // in namespace bl at other source lines, so those are all that differ. Empty when absent.
 std::string entry_ptx(const std::string& ptx, const std::string& name) {
-  const std::size_t at = ptx.find(".entry " + name + "(");
-  if (at == std::string::npos) return {};
-  const std::size_t end = ptx.find("\n}", at);
-  if (end == std::string::npos) return {};
-  static const std::regex mangled(R"(_Z[A-Za-z0-9_]+)");
   static const std::regex loc(R"(\n\t\.loc\t[^\n]*|//[^\n]*)");
   static const std::regex label(R"(\$L__BB\d+_)"); // numbered per function of the module
-  std::string body = std::regex_replace(ptx.substr(at, end + 2 - at), loc, std::string());
+  std::string body = std::regex_replace(raw_entry_ptx(ptx, name), loc, std::string());
   body = std::regex_replace(body, label, "$$L__BB_");
-  return std::regex_replace(body, mangled, "SYM");
+  return std::regex_replace(body, mangled_symbol(), "SYM");
 }
 
 std::string fmt_names(const std::set<std::string>& names) {
@@ -190,11 +201,9 @@ TEST(FamilyNvrtcFloat32Baseline, Float32EntryIsTheBaselinesEntry) {
   // reduction array), so the normalisation above cannot hide a different callee.
   EXPECT_EQ(base_f32.find("call"), std::string::npos);
   {
-    const std::size_t at = base.ptx.find(".entry rms_f32(");
-    const std::string raw = base.ptx.substr(at, base.ptx.find("\n}", at) - at);
-    static const std::regex mangled(R"(_Z[A-Za-z0-9_]+)");
+    const std::string raw = raw_entry_ptx(base.ptx, "rms_f32");
     std::set<std::string> names;
-    for (auto it = std::sregex_iterator(raw.begin(), raw.end(), mangled);
+    for (auto it = std::sregex_iterator(raw.begin(), raw.end(), mangled_symbol());
          it != std::sregex_iterator(); ++it)
       names.insert(it->str());
     EXPECT_EQ(names.size(), 1u) << fmt_names(names);

@@ -144,35 +144,29 @@ TEST(ReceiptTest, PromotedSessionWithAFailedGateIsNotSigned) {
     id = testing::write_fake_session(st, 2);
   }
   const KeyPair kp = generate_keypair();
-  {
-    Db db("file:" + t.path() + "/kloop.db", SQLITE_OPEN_READWRITE, "test edit");
-    db.exec("UPDATE gate_results SET status = 1 WHERE name = 'roofline' AND candidate_id = "
-            "(SELECT MAX(id) FROM candidates)");
-  }
-  Store st = Store::open(t.path());
-  ASSERT_EQ(st.load_session(id).best_candidate()->candidate.id, 2);
-  try {
-    sign_session_receipt(st, id, kp, "alice");
-    FAIL() << "signed a promoted session whose candidate failed a gate";
-  } catch (const StoreError& e) {
-    EXPECT_TRUE(mentions(e.what(), "gate `roofline` of candidate 2 is fail")) << e.what();
-  }
-  EXPECT_TRUE(st.load_session(id).receipts.empty());
-
+  // Edits the database behind the store's back, then expects signing to refuse with `message`
+  // and to record nothing.
+  const auto edited_refuses = [&](const std::string& sql, const std::string& message) {
+    Db("file:" + t.path() + "/kloop.db", SQLITE_OPEN_READWRITE, "test edit").exec(sql);
+    Store st = Store::open(t.path());
+    ASSERT_EQ(st.load_session(id).best_candidate()->candidate.id, 2);
+    try {
+      sign_session_receipt(st, id, kp, "alice");
+      FAIL() << "signed after: " << sql;
+    } catch (const StoreError& e) {
+      EXPECT_TRUE(mentions(e.what(), message)) << e.what();
+    }
+    EXPECT_TRUE(st.load_session(id).receipts.empty());
+  };
+  edited_refuses("UPDATE gate_results SET status = 1 WHERE name = 'roofline' AND candidate_id = "
+                 "(SELECT MAX(id) FROM candidates)",
+                 "gate `roofline` of candidate 2 is fail");
   // The same with the gate intact but the candidate's own verdict edited to reject.
-  {
-    Db db("file:" + t.path() + "/kloop.db", SQLITE_OPEN_READWRITE, "test edit");
-    db.exec("UPDATE gate_results SET status = 0 WHERE name = 'roofline'");
-    db.exec("UPDATE candidates SET verdict = 1 WHERE id = 2");
-  }
-  try {
-    sign_session_receipt(st, id, kp, "alice");
-    FAIL() << "signed a promoted session whose candidate is recorded as rejected";
-  } catch (const StoreError& e) {
-    EXPECT_TRUE(mentions(e.what(), "is not recorded as passing")) << e.what();
-  }
-  EXPECT_TRUE(st.load_session(id).receipts.empty());
+  edited_refuses("UPDATE gate_results SET status = 0 WHERE name = 'roofline'; "
+                 "UPDATE candidates SET verdict = 1 WHERE id = 2",
+                 "is not recorded as passing");
 
+  Store st = Store::open(t.path());
   const SessionDetail d = st.load_session(id);
   nlohmann::json p = build_receipt_payload(d, receipt_manifest(st, d), "alice", kp.key_id);
   ASSERT_EQ(p["status"], "promoted");
