@@ -164,4 +164,27 @@ SpeedDecision decide_speed(const PairedRatio& r, double floor) {
   return SpeedDecision::kIndistinguishable;
 }
 
+std::string_view slot_path_key(SlotPath p) {
+  switch (p) {
+  case SlotPath::kCandidate:
+    return "candidate_kernel";
+  case SlotPath::kBaseline:
+    return "baseline_kernel";
+  case SlotPath::kReference:
+    return "reference_kernel";
+  case SlotPath::kAaPartner:
+    return "aa_kernel";
+  }
+  return "reference_kernel";
+}
+
+std::array<SlotPath, 8> kernel_slot_order(int round) {
+  if (round < 0) throw std::invalid_argument("kernel_slot_order: negative round");
+  std::array<SlotPath, 3> xyz{SlotPath::kCandidate, SlotPath::kBaseline, SlotPath::kAaPartner};
+  for (int i = 0; i < round % kSlotOrders; ++i)
+    std::next_permutation(xyz.begin(), xyz.end());
+  const SlotPath r = SlotPath::kReference;
+  return {xyz[0], xyz[1], r, xyz[2], xyz[2], r, xyz[1], xyz[0]};
+}
+
 } // namespace kloop::evaluator::bench

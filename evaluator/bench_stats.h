@@ -8,6 +8,7 @@
 // cubin, so the floor includes what separately loaded code varies by).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -87,6 +88,21 @@ struct GeomeanSpeedup {
   Interval ci;        // in speed-up units (lo <= speedup <= hi)
 };
 GeomeanSpeedup geomean_speedup(std::span<const PairedRatio> ratios);
+
+// The four timed kernel paths of a benchmark round.
+enum class SlotPath { kCandidate, kBaseline, kReference, kAaPartner };
+std::string_view slot_path_key(SlotPath p); // "candidate_kernel", ..., "aa_kernel"
+
+// Number of distinct kernel-slot orders; a balanced run has a multiple of this many rounds.
+inline constexpr int kSlotOrders = 6;
+
+// The eight kernel slots of round `round` (>= 0): X Y R Z Z R Y X, R the trusted reference and
+// (X, Y, Z) permutation `round % 6` of (candidate, baseline, A/A partner) in lexicographic order.
+// Each path sits in a mirrored pair of positions ({0,7}, {1,6} or {3,4}), and in any six
+// consecutive rounds each of the three takes each pair in exactly two rounds, so a position's
+// bias (up to 9 % warm on the H200, docs/RESULTS.md seventh session) weighs on the candidate, the
+// baseline and the A/A partner alike. Throws std::invalid_argument for a negative round.
+std::array<SlotPath, 8> kernel_slot_order(int round);
 
 enum class SpeedDecision { kFaster, kSlower, kIndistinguishable };
 std::string_view speed_decision_name(SpeedDecision d); // "faster", "slower", "indistinguishable"

@@ -177,6 +177,13 @@ GateResult benchmark_gate(const json& r) {
                 // What the A/A floor was measured against (absent from workers before 2026-11-30's
                 // seventh session, whose partner was the baseline's own functions).
                 {"aa_partner", r.value("aa_partner", std::string("the baseline's own functions"))},
+                // How slots were ordered (absent before 2026-11-30's eighth session: candidate and
+                // baseline alternated at the ends, the A/A partner sat in the middle slots and
+                // shared the baseline's output buffer).
+                {"slot_orders",
+                 r.value("slot_orders", std::string("fixed: C B R A A R B C, odd rounds B C R A A "
+                                                    "R C B; baseline, A/A and reference share "
+                                                    "one output buffer"))},
                 {"timing_scope", "kernel: CUDA events around the launch; wrapper: CUDA events "
                                  "around the whole trusted-wrapper call"},
                 {"shapes", shapes_out},

@@ -1,19 +1,22 @@
-// The worker's "benchmark" mode (bench_run.h; protocol in h7-api.md): per shape and cache state,
-// rounds of C B R A A R B C kernel launches (B C R A A R C B in odd rounds) (candidate, baseline,
-// trusted reference, A/A partner = the baseline's cubin loaded a second time as its own library, so
-// the A/A pair runs separately loaded code; it still shares the baseline's output buffer and sits
-// in the middle slots, unlike the candidate) and C B B C wrapper calls, each bracketed by
-// its own CUDA events; cold samples flush L2 first (flush_l2 over 2x L2: evicts evict_last lines
-// too, then a memset); warm samples of large
-// shapes rotate among input sets totalling >= 4x L2; sampling stops when both medians are known to
-// 1% (or at the time cap); sampled candidate outputs are compared on the device with the reference
-// kernel's output; NVML telemetry once per batch; the copy ceiling is a timed 1 GiB
-// device-to-device copy. Each round is enqueued behind a blocking kernel and released at once, so
-// host launch latency never lands in a timed interval (without it the first slot of every warm
-// round, always the candidate, timed the host's launch of that slot on an idle GPU); two untimed
-// launches follow the release (the first launches after it ran slower), and odd rounds swap the
-// candidate's and baseline's positions.
+// The worker's "benchmark" mode (bench_run.h): per shape and cache state,
+// rounds of eight kernel launches X Y R Z Z R Y X, where R is the trusted reference and (X, Y, Z)
+// cycles through the six orders of (candidate, baseline, A/A partner) round by round
+// (evaluator::bench::kernel_slot_order), so every path takes every position equally often and the
+// A/A floor is measured at the same positions as the candidate; then C B B C wrapper calls
+// (B C C B in odd rounds), each bracketed by its own CUDA events. The A/A partner is the
+// baseline's cubin loaded a second time as its own library, so the A/A pair runs separately loaded
+// code. The candidate, the baseline and the A/A partner write three output buffers per input set,
+// taking them in turn round by round (the reference keeps one). Cold samples flush L2 first
+// (flush_l2 over 2x L2: evicts evict_last lines too, then a memset); warm samples of large shapes
+// rotate among input sets totalling >= 4x L2; sampling stops, after a whole cycle of orders, when
+// both medians are known to 1% (or at the time cap); sampled candidate outputs are compared on the
+// device with the reference kernel's output; NVML telemetry once per batch; the copy ceiling is a
+// timed 1 GiB device-to-device copy. Each round is enqueued behind a blocking kernel and released
+// at once, so host launch latency never lands in a timed interval (without it the first slot of
+// every warm round timed the host's launch of that slot on an idle GPU); two untimed launches
+// follow the release (the first launches after it ran slower).
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -99,6 +102,11 @@ constexpr unsigned long long kBlockTimeoutNs = 50'000'000ULL;
 // Untimed reference launches between the release and the first timed slot of a round.
 constexpr int kSpacers = 2;
 
+// How the timed paths share slot positions and output buffers (recorded with every result).
+constexpr const char* kSlotOrdersText =
+    "rotated: candidate, baseline and A/A partner cycle through the six orders of X Y R Z Z R Y X, "
+    "and take three output buffers per input set in turn";
+
 double copy_ceiling_ms(cudaStream_t s) {
   const std::size_t bytes = static_cast<std::size_t>(evaluator::roofline::kMinCopyBytes);
   DeviceBuffer src(bytes), dst(bytes);
@@ -136,13 +144,17 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
   int sets = 1;
   if (bytes * 4 >= static_cast<std::size_t>(l2)) {
     sets = static_cast<int>(std::clamp<std::size_t>((4 * l2 + 2 * bytes - 1) / (2 * bytes), 1, 64));
-    while (sets > 1 && sets * 3 * bytes > (std::size_t{24} << 30))
+    while (sets > 1 && sets * 5 * bytes > (std::size_t{24} << 30))
       --sets;
   }
-  std::vector<DeviceBuffer> x, yc, yref;
+  // Per input set: x, the reference's output for the checks, and three output buffers that the
+  // candidate, the baseline and the A/A partner take in turn (path p writes ys[set][(p + r) % 3] in
+  // round r), so where a buffer lands in memory weighs on every path alike.
+  std::vector<DeviceBuffer> x, yref;
+  std::vector<std::array<DeviceBuffer, 3>> ys;
   for (int i = 0; i < sets; ++i) {
     x.emplace_back(bytes);
-    yc.emplace_back(bytes);
+    ys.push_back({DeviceBuffer(bytes), DeviceBuffer(bytes), DeviceBuffer(bytes)});
     yref.emplace_back(bytes);
     check(fill_uniform(dt, x.back().data(), n, seed * 1000 + i, -2.f, 2.f, s), "fill x");
   }
@@ -154,23 +166,25 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
            {"dtype", dtype_name(dt)},
            {"shape_class", evaluator::roofline::shape_class(rows, h, dt)},
            {"input_sets", sets},
-           {"rotation_bytes", sets * 2 * bytes}};
+           {"rotation_bytes", sets * 2 * bytes},
+           {"output_buffers", "three per input set, taken in turn by candidate, baseline and A/A "
+                              "partner"}};
   std::unique_ptr<PathLauncher> pc, pb, pr, pa;
   try {
     pc = std::make_unique<PathLauncher>(&cand, device, dt, rows, h, h, x[0].data(), w.data(),
-                                        yc[0].data(), eps);
+                                        ys[0][0].data(), eps);
   } catch (const std::runtime_error& e) {
     *failure = fmt::format("{}x{} {}: {}", rows, h, dtype_name(dt), e.what());
     out["error"] = e.what();
     return out;
   }
   pb = std::make_unique<PathLauncher>(baseline, device, dt, rows, h, h, x[0].data(), w.data(),
-                                      yo.data(), eps);
+                                      ys[0][1].data(), eps);
   pr = std::make_unique<PathLauncher>(nullptr, device, dt, rows, h, h, x[0].data(), w.data(),
                                       yo.data(), eps);
   // Without a baseline cubin both the baseline and its A/A partner are the reference kernel.
   pa = std::make_unique<PathLauncher>(baseline ? aa_partner : nullptr, device, dt, rows, h, h,
-                                      x[0].data(), w.data(), yo.data(), eps);
+                                      x[0].data(), w.data(), ys[0][2].data(), eps);
   out["paths"] = {{"candidate", pc->to_json()},
                   {"baseline", pb->to_json()},
                   {"reference", pr->to_json()},
@@ -185,11 +199,15 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
     if (is_sticky(e)) throw StickyFault{e, "timed launch"};
     throw std::runtime_error("timed launch failed: " + cuda_error_text(e));
   };
+  // The output buffer of each path for input set `set` in round `round`.
+  auto out_of = [&](const PathLauncher* p, int set, int round) -> void* {
+    const int path = p == pc.get() ? 0 : p == pb.get() ? 1 : p == pa.get() ? 2 : -1;
+    if (path < 0) return yo.data();
+    return ys[set][(path + round) % 3].data();
+  };
   for (int i = 0; i < 3; ++i) { // warm-up: modules loaded, clocks up
-    run(*pc, false, 0, yc[0].data());
-    run(*pb, false, 0, yo.data());
-    run(*pr, false, 0, yo.data());
-    run(*pa, false, 0, yo.data());
+    for (const PathLauncher* p : {pc.get(), pb.get(), pr.get(), pa.get()})
+      run(*p, false, 0, out_of(p, 0, 0));
   }
   check(cudaStreamSynchronize(s), "warm-up");
   const double target = protocol.value("target_rel_half_width", 0.01);
@@ -209,36 +227,51 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
       check_rounds.insert(static_cast<int>(rng() % static_cast<std::uint64_t>(min_rounds)));
     }
     std::map<std::string, std::vector<double>> samp;
-    json batches = json::array(), checks_out = json::array(), order = json::array();
+    json batches = json::array(), checks_out = json::array();
     struct Slot {
       const char* key;
       const PathLauncher* p;
       bool wrapper;
     };
-    const Slot slots[] = {
-        {"candidate_kernel", pc.get(), false}, {"baseline_kernel", pb.get(), false},
-        {"reference_kernel", pr.get(), false}, {"aa_kernel", pa.get(), false},
-        {"aa_kernel", pa.get(), false},        {"reference_kernel", pr.get(), false},
-        {"baseline_kernel", pb.get(), false},  {"candidate_kernel", pc.get(), false},
-        {"candidate_wrapper", pc.get(), true}, {"baseline_wrapper", pb.get(), true},
-        {"baseline_wrapper", pb.get(), true},  {"candidate_wrapper", pc.get(), true}};
-    // Odd rounds mirror candidate and baseline, so both paths take every position equally often.
-    const Slot slots_odd[] = {
-        {"baseline_kernel", pb.get(), false},  {"candidate_kernel", pc.get(), false},
-        {"reference_kernel", pr.get(), false}, {"aa_kernel", pa.get(), false},
-        {"aa_kernel", pa.get(), false},        {"reference_kernel", pr.get(), false},
-        {"candidate_kernel", pc.get(), false}, {"baseline_kernel", pb.get(), false},
-        {"baseline_wrapper", pb.get(), true},  {"candidate_wrapper", pc.get(), true},
-        {"candidate_wrapper", pc.get(), true}, {"baseline_wrapper", pb.get(), true}};
-    static_assert(std::size(slots) == std::size(slots_odd));
-    json order_odd = json::array();
-    for (const auto& sl : slots)
-      order.push_back(sl.key);
-    for (const auto& sl : slots_odd)
-      order_odd.push_back(sl.key);
+    auto launcher = [&](evaluator::bench::SlotPath path) -> const PathLauncher* {
+      switch (path) {
+      case evaluator::bench::SlotPath::kCandidate:
+        return pc.get();
+      case evaluator::bench::SlotPath::kBaseline:
+        return pb.get();
+      case evaluator::bench::SlotPath::kAaPartner:
+        return pa.get();
+      case evaluator::bench::SlotPath::kReference:
+        break;
+      }
+      return pr.get();
+    };
+    // Round r runs orders[r % kSlotOrders]: the rotated kernel slots, then C B B C wrapper calls
+    // (B C C B in odd rounds; kSlotOrders is even, so each cycle has both).
+    constexpr int kSlots = 12;
+    std::vector<std::array<Slot, kSlots>> orders;
+    json orders_out = json::array();
+    for (int o = 0; o < evaluator::bench::kSlotOrders; ++o) {
+      std::array<Slot, kSlots> round{};
+      const auto kernels = evaluator::bench::kernel_slot_order(o);
+      for (std::size_t i = 0; i < kernels.size(); ++i) {
+        round[i] = {evaluator::bench::slot_path_key(kernels[i]).data(), launcher(kernels[i]),
+                    false};
+      }
+      const Slot c{"candidate_wrapper", pc.get(), true}, b{"baseline_wrapper", pb.get(), true};
+      round[8] = o % 2 ? b : c;
+      round[9] = o % 2 ? c : b;
+      round[10] = o % 2 ? c : b;
+      round[11] = o % 2 ? b : c;
+      json keys = json::array();
+      for (const Slot& sl : round)
+        keys.push_back(sl.key);
+      orders_out.push_back(keys);
+      orders.push_back(round);
+    }
     HostFlag flag;
     std::vector<std::unique_ptr<EventPair>> ev;
-    for (std::size_t i = 0; i < std::size(slots); ++i)
+    for (int i = 0; i < kSlots; ++i)
       ev.push_back(std::make_unique<EventPair>());
     const auto t0 = std::chrono::steady_clock::now();
     std::string stop = "max_rounds";
@@ -255,23 +288,22 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
       // (H200, 8 x 4096) whatever they were, so no timed slot comes first.
       for (int k = 0; k < kSpacers; ++k)
         run(*pr, false, set, yo.data());
-      const Slot* round = r % 2 ? slots_odd : slots;
-      for (std::size_t i = 0; i < std::size(slots); ++i) {
+      const auto& round = orders[r % evaluator::bench::kSlotOrders];
+      for (int i = 0; i < kSlots; ++i) {
         if (cold) check(flush_l2(flush.data(), flush.size(), r & 0xff, s), "L2 flush");
-        void* y = round[i].p == pc.get() ? yc[set].data() : yo.data();
         ev[i]->start(s);
-        run(*round[i].p, round[i].wrapper, set, y);
+        run(*round[i].p, round[i].wrapper, set, out_of(round[i].p, set, r));
         ev[i]->stop(s);
       }
       flag.release();
       check(cudaStreamSynchronize(s), "benchmark round");
       if (flag.timed_out()) ++blocker_timeouts;
-      for (std::size_t i = 0; i < std::size(slots); ++i)
+      for (int i = 0; i < kSlots; ++i)
         samp[round[i].key].push_back(ev[i]->ms());
       if (check_rounds.count(r)) {
-        check(compare_outputs(dt, yc[set].data(), yref[set].data(), static_cast<std::int64_t>(n),
-                              tol.atol, tol.rtol, reinterpret_cast<unsigned long long*>(cmp.data()),
-                              s),
+        check(compare_outputs(dt, out_of(pc.get(), set, r), yref[set].data(),
+                              static_cast<std::int64_t>(n), tol.atol, tol.rtol,
+                              reinterpret_cast<unsigned long long*>(cmp.data()), s),
               "output check");
         unsigned long long c[3] = {};
         check(cudaMemcpy(c, cmp.data(), sizeof(c), cudaMemcpyDeviceToHost), "output check copy");
@@ -302,14 +334,16 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
       }
       const double elapsed =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (r + 1 >= min_rounds &&
+      // Stop only after whole cycles of orders, so every path took every position equally often.
+      const bool whole_cycle = (r + 1) % evaluator::bench::kSlotOrders == 0;
+      if (r + 1 >= min_rounds && whole_cycle &&
           evaluator::bench::noise_converged(samp["candidate_kernel"], target, 2 * min_rounds) &&
           evaluator::bench::noise_converged(samp["baseline_kernel"], target, 2 * min_rounds)) {
         stop = "noise";
         ++r;
         break;
       }
-      if (elapsed > cap_s && r + 1 >= min_rounds) {
+      if (elapsed > cap_s && r + 1 >= min_rounds && whole_cycle) {
         stop = "time_cap";
         ++r;
         break;
@@ -318,8 +352,8 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
     states.push_back({{"state", state},
                       {"rounds", r},
                       {"stop", stop},
-                      {"order", order},
-                      {"order_odd_rounds", order_odd},
+                      {"orders", orders_out},
+                      {"order_rule", "round r runs orders[r % 6]"},
                       {"untimed_spacers", kSpacers},
                       {"launch_queue", "blocking kernel per round (all slots enqueued first)"},
                       {"blocker_timeouts", blocker_timeouts},
@@ -335,7 +369,7 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
 } // namespace
 
 bool load_baseline(const json& req, const std::filesystem::path& dir, Library& lib,
-                   LoadedCandidate& out) {
+                   LoadedCandidate& out, Library* aa_lib, LoadedCandidate* aa_out) {
   const json b = req.contains("baseline")
                      ? req["baseline"]
                      : req.value("options", json::object()).value("baseline", json());
@@ -348,14 +382,24 @@ bool load_baseline(const json& req, const std::filesystem::path& dir, Library& l
   const std::string source = slurp(b.value("source", "baseline.cu"));
   const rmsnorm::ManifestParse mp = rmsnorm::parse_manifest(b.at("manifest").dump(), source);
   if (!mp.manifest) throw std::runtime_error("baseline manifest: " + mp.errors.front().message);
-  out.manifest = *mp.manifest;
-  if (lib.load(slurp(b.value("cubin", "baseline.cubin"))) != cudaSuccess) {
-    throw std::runtime_error("baseline cubin does not load");
-  }
-  for (const auto& [dtype, name] : out.manifest->entry_points) {
-    cudaKernel_t k = nullptr;
-    check(lib.kernel(name, &k), "baseline entry point");
-    out.kernels[dtype] = k;
+  const std::string cubin = slurp(b.value("cubin", "baseline.cubin"));
+  auto load_into = [&](Library& l, LoadedCandidate& c, const char* what) {
+    c.manifest = *mp.manifest;
+    if (l.load(cubin) != cudaSuccess)
+      throw std::runtime_error(std::string(what) + " does not load");
+    for (const auto& [dtype, name] : c.manifest->entry_points) {
+      cudaKernel_t k = nullptr;
+      check(l.kernel(name, &k), (std::string(what) + " entry point").c_str());
+      c.kernels[dtype] = k;
+    }
+  };
+  load_into(lib, out, "baseline cubin");
+  if (aa_lib != nullptr && aa_out != nullptr) {
+    load_into(*aa_lib, *aa_out, "the A/A partner's load of the baseline cubin");
+    for (const auto& [dtype, k] : aa_out->kernels)
+      if (out.kernels.count(dtype) && out.kernels.at(dtype) == k)
+        throw std::runtime_error("baseline: the A/A partner's kernel handle equals the baseline's; "
+                                 "the second library load did not give separate code");
   }
   return true;
 }
@@ -367,21 +411,11 @@ ModeOutcome run_benchmark(const json& req, const LoadedCandidate& cand,
                         ? req["benchmark"]
                         : req.value("options", json::object()).value("benchmark", json::object());
   const json protocol = spec.value("protocol", json::object());
-  Library base_lib;
-  LoadedCandidate base;
-  const bool have_base = load_baseline(req, dir, base_lib, base);
-  // The A/A partner: the same baseline cubin in a library of its own (not the baseline's
+  // The A/A partner: the same baseline cubin bytes in a library of their own (not the baseline's
   // functions launched twice), so the noise floor covers what separately loaded code adds.
-  Library aa_lib;
-  LoadedCandidate aa;
-  if (have_base) {
-    if (!load_baseline(req, dir, aa_lib, aa))
-      throw std::runtime_error("baseline: the A/A partner's second load found no baseline");
-    for (const auto& [dtype, k] : aa.kernels)
-      if (base.kernels.count(dtype) && base.kernels.at(dtype) == k)
-        throw std::runtime_error("baseline: the A/A partner's kernel handle equals the baseline's; "
-                                 "the second library load did not give separate code");
-  }
+  Library base_lib, aa_lib;
+  LoadedCandidate base, aa;
+  const bool have_base = load_baseline(req, dir, base_lib, base, &aa_lib, &aa);
   int l2 = 0;
   check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), "L2 size");
   char pci[32] = {};
@@ -396,6 +430,7 @@ ModeOutcome run_benchmark(const json& req, const LoadedCandidate& cand,
               {"baseline", have_base ? "in-tree baseline cubin" : "trusted reference kernel"},
               {"aa_partner", have_base ? "the baseline cubin loaded a second time (own library)"
                                        : "trusted reference kernel"},
+              {"slot_orders", kSlotOrdersText},
               {"telemetry", tel.to_json()}};
   const std::int64_t copy_bytes = evaluator::roofline::kMinCopyBytes;
   const double copy_ms = copy_ceiling_ms(stream.get());

@@ -42,9 +42,12 @@ ModeOutcome run_pcsample(const nlohmann::json& request, const LoadedCandidate& c
                          nlohmann::json extra);
 
 // The request's "baseline" member {"cubin","manifest","source"} (files in `dir`) loaded as a
-// candidate; returns false (reference kernel as baseline) when absent. Throws std::runtime_error
-// naming the problem when present but unusable (ours: the baseline is in-tree).
+// candidate; returns false (reference kernel as baseline) when absent. With `aa_library` and
+// `aa_out`, the same cubin bytes (read once) are loaded a second time into `aa_library` as the A/A
+// partner. Throws std::runtime_error naming the problem when present but unusable (ours: the
+// baseline is in-tree), or when the second load gives the baseline's own kernel handles.
 bool load_baseline(const nlohmann::json& request, const std::filesystem::path& dir,
-                   Library& library, LoadedCandidate& out);
+                   Library& library, LoadedCandidate& out, Library* aa_library = nullptr,
+                   LoadedCandidate* aa_out = nullptr);
 
 } // namespace kloop::gpu

@@ -63,14 +63,18 @@ TEST(PerfGatesTest, FasterCandidateIsDecidedFasterWithNoiseFloorAndClasses) {
   EXPECT_EQ(g.evidence["shapes"][0]["shape_class"], "streaming");
 }
 
-// The gate records what its A/A floor was measured against, so reports from workers before and
-// after the separately loaded partner can be told apart.
-TEST(PerfGatesTest, EvidenceNamesTheAaPartner) {
+// The gate records what its A/A floor was measured against and how slots were ordered, so reports
+// from workers before and after each protocol change can be told apart.
+TEST(PerfGatesTest, EvidenceNamesTheAaPartnerAndTheSlotOrders) {
   json r = result({shape(65536, 4096, "bfloat16", 0.30, 0.36)});
   EXPECT_EQ(benchmark_gate(r).evidence["aa_partner"], "the baseline's own functions");
   r["aa_partner"] = "the baseline cubin loaded a second time (own library)";
   EXPECT_EQ(benchmark_gate(r).evidence["aa_partner"],
             "the baseline cubin loaded a second time (own library)");
+  // Likewise the slot order: results without the field came from the fixed order.
+  EXPECT_EQ(benchmark_gate(r).evidence["slot_orders"].get<std::string>().rfind("fixed:", 0), 0u);
+  r["slot_orders"] = "rotated: six orders";
+  EXPECT_EQ(benchmark_gate(r).evidence["slot_orders"], "rotated: six orders");
 }
 
 TEST(PerfGatesTest, SummaryCarriesTheGeometricMeanSpeedupWithAnInterval) {
