@@ -32,6 +32,11 @@ int static_smem_bytes(const Variant& v) {
 
 } // namespace
 
+bool Variant::baseline_entry(std::string_view type) const {
+  return (float32_baseline && type == "float") || (float16_baseline && type == "__half") ||
+         (bfloat16_baseline && type == "__nv_bfloat16");
+}
+
 int Variant::rows_per_block() const {
   return threads_per_row > 0 ? block_threads / threads_per_row : 1;
 }
@@ -86,26 +91,30 @@ std::optional<std::string> validate(const Variant& v) {
     return "baseline_aligned = true needs vec_bytes 16, peel, threads_per_row 0 (run time), "
            "block_threads 256, grid persistent and no staged weight (the baseline's launch "
            "geometry, so both paths share one launch)";
-  if (v.float32_baseline && !v.baseline_aligned)
-    return "float32_baseline = true needs baseline_aligned = true (it hands a composite's float32 "
-           "entry to the embedded baseline)";
+  if ((v.float32_baseline || v.float16_baseline || v.bfloat16_baseline) && !v.baseline_aligned)
+    return "float32_baseline, float16_baseline and bfloat16_baseline need baseline_aligned = true "
+           "(they hand a composite's entry for that dtype to the embedded baseline)";
+  if (v.float32_baseline && v.float16_baseline && v.bfloat16_baseline)
+    return "float32_baseline, float16_baseline and bfloat16_baseline cannot all be true: at least "
+           "one dtype must stay composite (with all three the variant is the baseline itself)";
   return std::nullopt;
 }
 
 std::string variant_name(const Variant& v) {
   std::string tpr = v.threads_per_row == 0 ? "auto" : std::to_string(v.threads_per_row);
-  return fmt::format("v{}-t{}-b{}-c{}-{}-{}-{}{}{}{}{}{}{}{}{}", v.vec_bytes, tpr, v.block_threads,
-                     v.cached_vecs, v.reduction == Reduction::kShuffle ? "shfl" : "tree",
-                     v.grid == FamilyGrid::kPerRows ? "rows" : "pers", v.peel ? "peel" : "nopeel",
-                     v.stage_weight ? "-ws" : "", v.evict_first ? "-ef" : "",
-                     v.evict_last ? "-el" : "", v.plain_stores ? "-ps" : "",
-                     v.warp_rows ? "-wr" : "", v.prefetch ? "-pf" : "",
-                     v.baseline_aligned ? "-bl" : "", v.float32_baseline ? "-f32bl" : "");
+  return fmt::format(
+      "v{}-t{}-b{}-c{}-{}-{}-{}{}{}{}{}{}{}{}{}{}{}", v.vec_bytes, tpr, v.block_threads,
+      v.cached_vecs, v.reduction == Reduction::kShuffle ? "shfl" : "tree",
+      v.grid == FamilyGrid::kPerRows ? "rows" : "pers", v.peel ? "peel" : "nopeel",
+      v.stage_weight ? "-ws" : "", v.evict_first ? "-ef" : "", v.evict_last ? "-el" : "",
+      v.plain_stores ? "-ps" : "", v.warp_rows ? "-wr" : "", v.prefetch ? "-pf" : "",
+      v.baseline_aligned ? "-bl" : "", v.float32_baseline ? "-f32bl" : "",
+      v.float16_baseline ? "-f16bl" : "", v.bfloat16_baseline ? "-bf16bl" : "");
 }
 
 std::optional<Variant> variant_by_name(std::string_view name) {
   static const std::regex kName(
-      R"(v(0|8|16)-t(auto|[0-9]{1,4})-b([0-9]{1,4})-c([0-9]{1,2})-(shfl|tree)-(rows|pers)-(peel|nopeel)(-ws)?(-ef)?(-el)?(-ps)?(-wr)?(-pf)?(-bl)?(-f32bl)?)");
+      R"(v(0|8|16)-t(auto|[0-9]{1,4})-b([0-9]{1,4})-c([0-9]{1,2})-(shfl|tree)-(rows|pers)-(peel|nopeel)(-ws)?(-ef)?(-el)?(-ps)?(-wr)?(-pf)?(-bl)?(-f32bl)?(-f16bl)?(-bf16bl)?)");
   std::cmatch m;
   if (!std::regex_match(name.data(), name.data() + name.size(), m, kName)) return std::nullopt;
   Variant v;
@@ -124,6 +133,8 @@ std::optional<Variant> variant_by_name(std::string_view name) {
   v.prefetch = m[13].matched;
   v.baseline_aligned = m[14].matched;
   v.float32_baseline = m[15].matched;
+  v.float16_baseline = m[16].matched;
+  v.bfloat16_baseline = m[17].matched;
   if (validate(v) || variant_name(v) != name) return std::nullopt; // e.g. "t032" is not canonical
   return v;
 }
@@ -166,10 +177,15 @@ std::string emit_manifest(const Variant& v) {
                           v.cached_vecs);
   else
     limits += "Two passes: the output pass re-reads the row (L2).";
-  if (v.float32_baseline)
-    limits +=
-        " float32 calls run the in-tree baseline's own code (its scalar path when a pointer or "
-        "row stride is not 16-byte aligned).";
+  std::string handed;
+  for (const auto& [on, dtype] :
+       {std::pair{v.float32_baseline, "float32"}, std::pair{v.float16_baseline, "float16"},
+        std::pair{v.bfloat16_baseline, "bfloat16"}})
+    if (on) handed += (handed.empty() ? "" : " and ") + std::string(dtype);
+  if (!handed.empty())
+    limits += fmt::format(" {} calls run the in-tree baseline's own code (its scalar path when a "
+                          "pointer or row stride is not 16-byte aligned).",
+                          handed);
   m["known_limits"] = limits;
   return m.dump(2) + "\n";
 }

@@ -107,7 +107,18 @@ struct Variant {
   // vector loads (the baseline's scalar path already moves 4 bytes per lane, so the peel gains
   // less there than on 2-byte types). Needs baseline_aligned.
   bool float32_baseline = false;
+  // Half types to the baseline (suffixes "-f16bl", "-bf16bl", after "-f32bl"): the same as
+  // float32_baseline for the float16 or bfloat16 entry. The composite's combined entry carries a
+  // small penalty on launch-bound calls (the H200 runs of 2026-11-30 judged -wr-bl composites 1-3 %
+  // slower than the baseline on a few 8-512 x 4096 states, in either half type, docs/RESULTS.md);
+  // handing that dtype to the baseline removes it at the cost of that dtype's odd-width gains
+  // (0.38-0.52 of the baseline's time at 32768 x 1009 and 4096 x 4099). Needs baseline_aligned,
+  // and at least one dtype must stay composite (otherwise the variant is the baseline).
+  bool float16_baseline = false;
+  bool bfloat16_baseline = false;
 
+  // Whether the entry for `type` ("float", "__half", "__nv_bfloat16") is the baseline's own.
+  bool baseline_entry(std::string_view type) const;
   int rows_per_block() const; // block_threads / threads_per_row, or 1 when chosen at run time
   bool operator==(const Variant&) const = default;
 };
@@ -118,7 +129,7 @@ std::optional<std::string> validate(const Variant& variant);
 
 // Canonical name, e.g. "v16-t32-b256-c4-shfl-rows-peel" or
 // "v16-tauto-b512-c4-shfl-pers-peel-ws-ef" (suffixes in the order -ws, -ef, -el, -ps, -wr, -pf,
-// -bl, -f32bl).
+// -bl, -f32bl, -f16bl, -bf16bl).
 // variant_by_name(variant_name(v)) == v for every valid v.
 std::string variant_name(const Variant& variant);
 

@@ -488,8 +488,8 @@ std::string baseline_launch_bounds(const std::string& entry) {
   std::smatch m;
   if (!std::regex_search(src, m, decl))
     throw std::logic_error("offline family: the embedded baseline no longer declares " + entry +
-                           " with a __launch_bounds__; a float32_baseline composite cannot copy "
-                           "the baseline's launch bound");
+                           " with a __launch_bounds__; a composite that hands this dtype to the "
+                           "baseline cannot copy the baseline's launch bound");
   return m[1].str();
 }
 
@@ -499,7 +499,8 @@ std::string baseline_launch_bounds(const std::string& entry) {
 // float32 two-pass body; caches of more than 16 (24) registers get 768 (512) resident threads,
 // i.e. 85 (128) registers, so they do not spill. A composite (Variant::baseline_aligned) sends
 // aligned calls to the baseline's rms_impl and the rest to this variant's peeled path; with
-// Variant::float32_baseline its float32 entry is the baseline's entry (bound and body).
+// Variant::float32_baseline (float16_baseline, bfloat16_baseline) that dtype's entry is the
+// baseline's entry (bound and body).
 std::string emit_entry(const char* name, const char* type, const Variant& v) {
   // A prefetching variant holds two rows' caches (current and next).
   const int cache_regs = v.cached_vecs * std::max(1, v.vec_bytes / 4) * (v.prefetch ? 2 : 1);
@@ -508,10 +509,10 @@ std::string emit_entry(const char* name, const char* type, const Variant& v) {
     return fmt::format("{}<{}>(x, weight, y, rows, H, x_row_stride, y_row_stride, eps);\n", fn,
                        type);
   };
-  const bool baseline_entry = v.float32_baseline && std::string_view(type) == "float";
+  const bool baseline_entry = v.baseline_entry(type);
   std::string body;
   if (baseline_entry)
-    body = "  bl::" + call("rms_impl"); // every float32 call: the baseline's entry, verbatim
+    body = "  bl::" + call("rms_impl"); // every call of this dtype: the baseline's entry, verbatim
   else if (v.baseline_aligned)
     body = "  if (kl::aligned_call(x, weight, y, x_row_stride, y_row_stride))  // uniform per "
            "launch\n    " +

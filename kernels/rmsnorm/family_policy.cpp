@@ -139,7 +139,8 @@ Variant flagship_variant() {
 Variant safer_neighbour(const Variant& v) {
   Variant s = v;
   // The newest options go first: the software prefetch, warp rows, the per-call store hint. A
-  // composite's float32_baseline is kept until the composite itself goes: it is the safe part.
+  // composite's per-dtype baseline entries are kept until the composite itself goes: they are the
+  // safe part.
   if (s.prefetch) {
     s.prefetch = false;
   } else if (s.warp_rows) {
@@ -152,7 +153,7 @@ Variant safer_neighbour(const Variant& v) {
     s.cached_vecs /= 2;
   } else if (s.threads_per_row == 0) { // fixed geometry, one block per row
     s.baseline_aligned = false;        // a composite needs the run-time geometry
-    s.float32_baseline = false;
+    s.float32_baseline = s.float16_baseline = s.bfloat16_baseline = false;
     s.threads_per_row = s.block_threads = 256;
     s.grid = FamilyGrid::kPerRows;
   } else if (s.cached_vecs > 0) {
@@ -249,14 +250,20 @@ PolicyDecision OfflinePolicy::decide(const ReportDigest& d) {
         v.warp_rows = v.cached_vecs > 0;
         moves.emplace_back("tune:baseline_on_aligned", v);
       }
-      // A composite slower only on float32 calls: hand float32 entirely to the baseline's own
-      // entry (Variant::float32_baseline), so those calls run the baseline's code, and keep the
-      // composite where it was not slower.
-      if (prev.baseline_aligned && !prev.float32_baseline &&
-          d.slower_dtypes == std::set<std::string>{"float32"}) {
+      // A composite slower on some dtypes: hand each of them entirely to the baseline's own entry
+      // (Variant::float32_baseline, float16_baseline, bfloat16_baseline), so those calls run the
+      // baseline's code, and keep the composite where it was not slower. validate() refuses the
+      // move when no dtype would stay composite.
+      if (prev.baseline_aligned && !d.slower_dtypes.empty()) {
         Variant v = prev;
-        v.float32_baseline = true;
-        moves.emplace_back("tune:float32_baseline", v);
+        v.float32_baseline |= d.slower_dtypes.count("float32") > 0;
+        v.float16_baseline |= d.slower_dtypes.count("float16") > 0;
+        v.bfloat16_baseline |= d.slower_dtypes.count("bfloat16") > 0;
+        if (!(v == prev))
+          moves.emplace_back(d.slower_dtypes == std::set<std::string>{"float32"}
+                                 ? "tune:float32_baseline"
+                                 : "tune:dtype_baseline",
+                             v);
       }
       if (!prev.evict_first && prev.cached_vecs > 0) {
         Variant v = prev;

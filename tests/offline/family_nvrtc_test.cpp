@@ -7,6 +7,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -127,9 +128,10 @@ TEST_P(FamilyNvrtc, CompilesForSm90WithoutSpillsOrForbiddenConstructs) {
         EXPECT_EQ(sp.loads, 0) << c.name << " " << fn << "\n" << b.log;
       }
     }
-    // Three entries, and an out-of-line peeled path per composite entry (float32's entry is the
-    // baseline's own under float32_baseline).
-    const int composite_entries = v->float32_baseline ? 2 : 3;
+    // Three entries, and an out-of-line peeled path per composite entry (an entry handed to the
+    // baseline, e.g. float32's under float32_baseline, is the baseline's own).
+    const int composite_entries =
+        3 - v->float32_baseline - v->float16_baseline - v->bfloat16_baseline;
     EXPECT_EQ(mine.size(), 3u + composite_entries) << b.log;
     EXPECT_EQ(out_of_line, composite_entries) << b.log;
     return;
@@ -238,6 +240,40 @@ TEST(FamilyNvrtcFloat32Baseline, Float32EntryCopiesTheBaselinesLaunchBound) {
   const BuildResult ref = build(base);
   ASSERT_EQ(ref.result, NVRTC_SUCCESS) << ref.log;
   EXPECT_EQ(entry_ptx(b.ptx, "rms_f32"), entry_ptx(ref.ptx, "rms_f32"));
+}
+
+// Variant::float16_baseline and bfloat16_baseline: a handed half-precision entry compiles to the
+// baseline's own entry (same PTX, names aside, same ptxas resources); the dtype that stays
+// composite keeps the composite's entry.
+TEST(FamilyNvrtcFloat32Baseline, HandedHalfEntryIsTheBaselinesEntry) {
+  const BuildResult base = build(std::string(embedded_baseline_source()));
+  ASSERT_EQ(base.result, NVRTC_SUCCESS) << base.log;
+  const auto composite = variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-wr-bl");
+  ASSERT_TRUE(composite.has_value());
+  const BuildResult plain = build(generate(*composite).kernel_cu);
+  ASSERT_EQ(plain.result, NVRTC_SUCCESS) << plain.log;
+  const auto props = [](const std::string& log, const std::string& fn) {
+    std::smatch m;
+    const std::regex re("Function properties for " + fn +
+                        R"(\s*\n([^\n]*)\n[^\n]*?(Used \d+ registers[^\n]*))");
+    return std::regex_search(log, m, re) ? m[1].str() + " | " + m[2].str() : std::string();
+  };
+  for (const auto& [name, handed, kept] :
+       {std::tuple{"v16-tauto-b256-c2-shfl-pers-peel-wr-bl-bf16bl", "rms_bf16", "rms_f16"},
+        std::tuple{"v16-tauto-b256-c2-shfl-pers-peel-wr-bl-f32bl-f16bl", "rms_f16", "rms_bf16"}}) {
+    const auto v = variant_by_name(name);
+    ASSERT_TRUE(v.has_value()) << name;
+    const BuildResult a = build(generate(*v).kernel_cu);
+    ASSERT_EQ(a.result, NVRTC_SUCCESS) << a.log;
+    const std::string base_entry = entry_ptx(base.ptx, handed);
+    ASSERT_GT(base_entry.size(), 1000u) << handed;
+    EXPECT_EQ(entry_ptx(a.ptx, handed), base_entry) << name;
+    EXPECT_NE(entry_ptx(plain.ptx, handed), base_entry) << name; // the comparison can tell
+    ASSERT_FALSE(props(base.log, handed).empty()) << base.log;
+    EXPECT_EQ(props(a.log, handed), props(base.log, handed)) << name;
+    EXPECT_EQ(entry_ptx(a.ptx, kept), entry_ptx(plain.ptx, kept)) << name; // still composite
+    EXPECT_NE(entry_ptx(a.ptx, kept), entry_ptx(base.ptx, kept)) << name;
+  }
 }
 
 std::vector<std::string> curated_names() {

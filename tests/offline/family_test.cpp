@@ -290,6 +290,44 @@ TEST(OfflineFamily, Float32BaselineIsANamedOptionOfCompositesOnly) {
             std::string::npos);
 }
 
+// The half types hand over the same way (-f16bl, -bf16bl, after -f32bl); at least one dtype stays
+// composite, and each handed entry is the baseline's call alone.
+TEST(OfflineFamily, HalfTypeBaselineEntriesAreNamedOptionsAndOneDtypeStaysComposite) {
+  const auto v = variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-wr-bl-f32bl-bf16bl");
+  ASSERT_TRUE(v.has_value());
+  EXPECT_TRUE(v->float32_baseline);
+  EXPECT_FALSE(v->float16_baseline);
+  EXPECT_TRUE(v->bfloat16_baseline);
+  EXPECT_EQ(variant_name(*v), "v16-tauto-b256-c2-shfl-pers-peel-wr-bl-f32bl-bf16bl");
+  const auto f16 = variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-wr-bl-f16bl");
+  ASSERT_TRUE(f16.has_value());
+  EXPECT_TRUE(f16->float16_baseline);
+  EXPECT_FALSE(variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-wr-bf16bl"));          // no -bl
+  EXPECT_FALSE(variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-wr-bl-bf16bl-f32bl")); // order
+  Variant all = *v;
+  all.float16_baseline = true;
+  const auto err = validate(all);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("at least one dtype must stay composite"), std::string::npos) << *err;
+  EXPECT_FALSE(variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-wr-bl-f32bl-f16bl-bf16bl"));
+
+  const GeneratedCandidate c = generate(*v);
+  const std::size_t p32 = c.kernel_cu.find(") rms_f32(");
+  const std::size_t p16 = c.kernel_cu.find(") rms_f16(");
+  const std::size_t pbf = c.kernel_cu.find(") rms_bf16(");
+  ASSERT_NE(p32, std::string::npos);
+  ASSERT_NE(p16, std::string::npos);
+  ASSERT_NE(pbf, std::string::npos);
+  const std::string f16_body = c.kernel_cu.substr(p16, pbf - p16);
+  const std::string bf16_body = c.kernel_cu.substr(pbf);
+  EXPECT_NE(f16_body.find("kl::rms_rows<__half>"), std::string::npos) << f16_body; // composite
+  EXPECT_NE(bf16_body.find("bl::rms_impl<__nv_bfloat16>"), std::string::npos) << bf16_body;
+  EXPECT_EQ(bf16_body.find("kl::"), std::string::npos) << bf16_body;
+  EXPECT_NE(c.manifest_json.find("float32 and bfloat16 calls run the in-tree baseline's own code"),
+            std::string::npos)
+      << c.manifest_json;
+}
+
 TEST(OfflineFamily, StoreHintWarpRowsAndPrefetchAreNamedOptionsWithStatedConstraints) {
   const auto all = variant_by_name("v16-tauto-b128-c2-shfl-pers-peel-ef-ps-wr-pf");
   ASSERT_TRUE(all.has_value());

@@ -208,8 +208,9 @@ json gate_shape(const char* dtype, json states) {
 }
 
 // A composite slower than the baseline only on float32 calls hands float32 to the baseline's own
-// entry (tune:float32_baseline); slower on a half type as well, it does not.
-TEST(OfflinePolicy, CompositeSlowerOnlyOnFloat32HandsFloat32ToTheBaseline) {
+// entry (tune:float32_baseline); slower on a half type as well, it hands both dtypes
+// (tune:dtype_baseline); slower on all three, no dtype would stay composite, so it moves on.
+TEST(OfflinePolicy, CompositeSlowerOnSomeDtypesHandsThemToTheBaseline) {
   const json only_f32 = bench_report(
       {gate_shape("bfloat16",
                   {state("cold", 0.80, "faster"), state("warm", 0.99, "indistinguishable")}),
@@ -238,7 +239,19 @@ TEST(OfflinePolicy, CompositeSlowerOnlyOnFloat32HandsFloat32ToTheBaseline) {
   json also_bf16 = only_f32;
   also_bf16["gates"][2]["evidence"]["shapes"][0]["states"][1]["decision"] = "slower";
   EXPECT_EQ(digest_report(also_bf16).slower_dtypes, (std::set<std::string>{"bfloat16", "float32"}));
-  const PolicyDecision ef = run_after(also_bf16);
+  const PolicyDecision both = run_after(also_bf16);
+  EXPECT_EQ(both.rules, std::vector<std::string>{"tune:dtype_baseline"});
+  EXPECT_EQ(variant_name(both.variant), "v16-tauto-b256-c2-shfl-pers-peel-wr-bl-f32bl-bf16bl");
+  EXPECT_TRUE(both.variant.baseline_entry("float"));
+  EXPECT_TRUE(both.variant.baseline_entry("__nv_bfloat16"));
+  EXPECT_FALSE(both.variant.baseline_entry("__half"));
+
+  json all_three = also_bf16;
+  all_three["gates"][2]["evidence"]["shapes"].push_back(
+      gate_shape("float16", {state("cold", 1.02, "slower"), state("warm", 0.98, "faster")}));
+  EXPECT_EQ(digest_report(all_three).slower_dtypes,
+            (std::set<std::string>{"bfloat16", "float16", "float32"}));
+  const PolicyDecision ef = run_after(all_three);
   EXPECT_EQ(ef.rules, std::vector<std::string>{"tune:evict_first"});
 
   // A composite that already runs float32 on the baseline and is slower on float32 again (noise on
