@@ -103,6 +103,9 @@ int run_optimize(const OptimizeArgs& a) {
   std::optional<store::Store> st;
   try {
     st.emplace(store::Store::open(a.store_dir));
+  } catch (const store::NoSuchStore& e) { // --store names a file, not a directory
+    std::fprintf(stderr, "kloop optimize: %s\n", e.what());
+    return kExitUsage;
   } catch (const store::StoreError& e) {
     std::fprintf(stderr, "kloop optimize: %s\n", e.what());
     return kExitCouldNotFinish;

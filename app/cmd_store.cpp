@@ -1,11 +1,17 @@
 // Store commands: sessions, show, compare, replay, report, `store verify`, `keys generate`,
 // `receipt sign`, `receipt verify`. All take --store DIR (default $KLOOP_STORE or ./kloop-store).
-// Store errors propagate as exceptions; main() prints them and exits 3.
+// Store errors propagate as exceptions; main() prints them and exits 3 (2 for a session or
+// --store that does not exist, and for a file named on the command line that cannot be read).
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
+
+#include <unistd.h>
 
 #include <fmt/core.h>
 #include <fmt/ranges.h>
@@ -44,18 +50,113 @@ void print(const std::string& s) {
   std::fwrite(s.data(), 1, s.size(), stdout);
 }
 
-std::string read_text(const std::string& path) {
+// Reads the file named by command-line `option`; throws UsageError naming it when unreadable.
+std::string read_text(const std::string& path, const char* option) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UsageError(fmt::format("{} {} is a directory; give a file", option, path));
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw store::StoreError(fmt::format("cannot read {}; check the path", path));
+  if (!in)
+    throw UsageError(
+        fmt::format("cannot read {} {} ({}); check the path", option, path, std::strerror(errno)));
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
 
-nlohmann::json read_json(const std::string& path, const char* what) {
-  auto j = nlohmann::json::parse(read_text(path), nullptr, false);
-  if (j.is_discarded()) throw store::StoreError(fmt::format("{} {} is not valid JSON", what, path));
+nlohmann::json read_json(const std::string& path, const char* what, const char* option) {
+  auto j = nlohmann::json::parse(read_text(path, option), nullptr, false);
+  if (j.is_discarded())
+    throw UsageError(fmt::format("{} {} is not valid JSON; give the {} file", option, path, what));
   return j;
+}
+
+// Throws UsageError naming command-line `option` unless `path` can be a file written in an
+// existing, writable folder (checked before any work whose result it would hold).
+void check_output_path(const std::string& path, const char* option) {
+  std::error_code ec;
+  const auto parent = std::filesystem::absolute(path, ec).parent_path();
+  if (std::filesystem::is_directory(path, ec) || !std::filesystem::is_directory(parent, ec) ||
+      ::access(parent.c_str(), W_OK) != 0)
+    throw UsageError(fmt::format("cannot write {} {}: give a file path in an existing, writable "
+                                 "folder",
+                                 option, path));
+}
+
+// Opens `path` (named by command-line `option`) for writing; throws UsageError naming the option
+// when it cannot be created (missing folder, no permission).
+std::ofstream open_output(const std::string& path, const char* option) {
+  check_output_path(path, option);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out)
+    throw UsageError(fmt::format("cannot create {} {} ({}); give a file path in an existing, "
+                                 "writable folder",
+                                 option, path, std::strerror(errno)));
+  return out;
+}
+
+// Writes `text` to an output opened by open_output; a failed write (disk full) is not the
+// caller's mistake: StoreError (exit 3).
+void write_output(std::ofstream& out, const std::string& text, const std::string& path) {
+  if (!(out << text) || !out.flush())
+    throw store::StoreError(fmt::format("cannot write {}; is the disk full?", path));
+}
+
+// Appends to `out` the JSON pointers of strings and keys in `j` that are not valid UTF-8.
+void invalid_utf8_paths(const nlohmann::json& j, const std::string& path,
+                        std::vector<std::string>& out) {
+  const auto valid = [](const std::string& text) {
+    try {
+      (void)nlohmann::json(text).dump();
+      return true;
+    } catch (const nlohmann::json::type_error&) {
+      return false;
+    }
+  };
+  if (j.is_string()) {
+    if (!valid(j.get_ref<const std::string&>())) out.push_back(path.empty() ? "its text" : path);
+  } else if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      std::string key; // a JSON pointer token: "~" -> "~0", "/" -> "~1" (RFC 6901)
+      for (const char ch : it.key())
+        key += ch == '~' ? std::string("~0") : ch == '/' ? std::string("~1") : std::string(1, ch);
+      const std::string child = path + "/" + key;
+      if (!valid(it.key())) out.push_back(child + " (key)");
+      invalid_utf8_paths(it.value(), child, out);
+    }
+  } else if (j.is_array()) {
+    for (std::size_t i = 0; i < j.size(); ++i)
+      invalid_utf8_paths(j[i], fmt::format("{}/{}", path, i), out);
+  }
+}
+
+// Serialises store content for printing. Stored text that is not valid UTF-8 (an edited or
+// damaged row) would make the serializer throw; its bytes are printed as U+FFFD instead, and a
+// note on stderr (`what`: "kloop show: session 3") names the JSON paths and what to check, so the
+// rest of the record stays readable.
+std::string dump_store_json(const nlohmann::json& j, const std::string& what, int indent = 2) {
+  try {
+    return j.dump(indent);
+  } catch (const nlohmann::json::type_error&) {
+  }
+  std::vector<std::string> bad;
+  invalid_utf8_paths(j, "", bad);
+  std::fprintf(stderr,
+               "%s: note: stored text that is not valid UTF-8 (an edited or damaged row) at %s; "
+               "printed with U+FFFD in place of the invalid bytes. Database rows carry no hash: "
+               "compare with a copy you trust, and run `kloop store verify` to check the blobs "
+               "and the database structure\n",
+               what.c_str(),
+               bad.empty() ? "an unnamed field" : fmt::format("{}", fmt::join(bad, ", ")).c_str());
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Display width of UTF-8 `text` in code points (bytes that do not continue a sequence).
+std::size_t text_width(const std::string& text) {
+  std::size_t n = 0;
+  for (const unsigned char c : text)
+    n += (c & 0xC0) != 0x80;
+  return n;
 }
 
 void cmd_sessions(const Opts& o) {
@@ -65,29 +166,87 @@ void cmd_sessions(const Opts& o) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& s : list)
       j.push_back(s.to_json());
-    print(j.dump(2) + "\n");
+    print(dump_store_json(j, "kloop sessions") + "\n");
     return;
   }
-  print(fmt::format("{:>5}  {:<12} {:<28} {:>7}  {:<26} {:>14}  {}\n", "id", "operator",
-                    "provider/model", "budget", "verdict", "best speed-up", "date"));
+  // Names are never cut: the operator and provider/model columns are as wide as their longest
+  // value. `kind` tells optimize sessions from checker-coverage runs (store::session_kind).
+  std::size_t op_w = text_width("operator"), pm_w = text_width("provider/model");
+  for (const auto& s : list) {
+    op_w = std::max(op_w, text_width(s.session.operator_name));
+    pm_w = std::max(pm_w, text_width(s.session.provider + "/" + s.session.model));
+  }
+  const auto pad = [](const std::string& text, std::size_t width) {
+    return text + std::string(width - std::min(width, text_width(text)), ' ');
+  };
+  print(fmt::format("{:>5}  {:<16} {} {} {:>7}  {:<26} {:>14}  {}\n", "id", "kind",
+                    pad("operator", op_w), pad("provider/model", pm_w), "budget", "verdict",
+                    "best speed-up", "date"));
   for (const auto& s : list) {
     const std::string verdict =
         s.decision ? std::string(store::name(*s.decision))
                    : (s.session.verdict ? std::string(store::name(*s.session.verdict))
                                         : std::string(store::name(s.session.status)));
-    print(fmt::format("{:>5}  {:<12} {:<28} {:>7}  {:<26} {:>14}  {}\n", s.session.id,
-                      s.session.operator_name.substr(0, 12),
-                      (s.session.provider + "/" + s.session.model).substr(0, 28),
+    print(fmt::format("{:>5}  {:<16} {} {} {:>7}  {:<26} {:>14}  {}\n", s.session.id,
+                      store::session_kind(s.session), pad(s.session.operator_name, op_w),
+                      pad(s.session.provider + "/" + s.session.model, pm_w),
                       fmt::format("{}/{}", s.iterations, s.session.budget), verdict,
                       fmt_opt(s.best_speedup, "{:.2f}x"), s.session.started_at));
   }
 }
 
+// The holdout lines of `kloop show`: per run, the commitment (short hash) and suite version, the
+// status, cases passed of the total when the result records them, whether the commitment was
+// verified against the revealed suite, and whether the suite was retired; a commitment without a
+// run says so.
+std::string holdout_text(const store::SessionDetail& d) {
+  if (d.holdout_commitments.empty() && d.holdout_runs.empty()) return "holdout: none recorded\n";
+  const auto commitment_of = [&](std::int64_t id) -> const store::HoldoutCommitmentRecord* {
+    for (const auto& c : d.holdout_commitments)
+      if (c.id == id) return &c;
+    return nullptr;
+  };
+  const auto commitment_words = [](const store::HoldoutCommitmentRecord* c) {
+    return c ? fmt::format("commitment {} (suite {})", c->commitment_sha256.substr(0, 12),
+                           c->suite_version.empty() ? "?" : c->suite_version)
+             : std::string("commitment not recorded");
+  };
+  std::string out;
+  for (const auto& r : d.holdout_runs) {
+    std::string line =
+        fmt::format("holdout: candidate {}, {}, {}", r.candidate_id,
+                    commitment_words(commitment_of(r.commitment_id)), store::name(r.status));
+    const auto count = [&](const char* key) -> std::optional<std::int64_t> {
+      if (r.result.is_object() && r.result.contains(key) && r.result[key].is_number_integer())
+        return r.result[key].get<std::int64_t>();
+      return std::nullopt;
+    };
+    if (const auto passed = count("passed"), failed = count("failed"); passed && failed)
+      line += fmt::format(", {}/{} cases passed", *passed, *passed + *failed);
+    const auto verified = r.result.is_object()
+                              ? r.result.value("commitment_verified", nlohmann::json())
+                              : nlohmann::json();
+    line += verified.is_boolean()
+                ? (verified.get<bool>() ? ", commitment verified" : ", commitment MISMATCH")
+                : ", commitment not checked";
+    line += r.retired ? ", suite retired" : ", suite NOT retired";
+    out += line + "\n";
+  }
+  for (const auto& c : d.holdout_commitments) {
+    bool ran = false;
+    for (const auto& r : d.holdout_runs)
+      ran |= r.commitment_id == c.id;
+    if (!ran) out += fmt::format("holdout: {}, not run\n", commitment_words(&c));
+  }
+  return out;
+}
+
 void cmd_show(const Opts& o) {
   Store st = Store::open(o.dir, store::OpenMode::kReadOnly);
   const auto d = st.load_session(o.id);
+  const std::string what = fmt::format("kloop show: session {}", o.id);
   if (o.json) {
-    print(d.to_json().dump(2) + "\n");
+    print(dump_store_json(d.to_json(), what) + "\n");
     return;
   }
   const auto& s = d.session;
@@ -114,11 +273,15 @@ void cmd_show(const Opts& o) {
         print(fmt::format("    {:<12} {:<12} {}\n", g.name, store::name(g.status), g.reason));
       for (const auto& tc : c.cases)
         if (tc.status != store::GateCode::kPass)
-          print(fmt::format("    failing case [{}] {}: {} {}\n", tc.gate, tc.name,
-                            store::name(tc.status), tc.detail.dump()));
+          print(fmt::format(
+              "    failing case [{}] {}: {} {}\n", tc.gate, tc.name, store::name(tc.status),
+              dump_store_json(
+                  tc.detail,
+                  fmt::format("{}, candidate {}, case {}", what, c.candidate.id, tc.name), -1)));
       print(candidate_resources_text(c));
     }
   }
+  print(holdout_text(d));
   if (d.promotion)
     print(
         fmt::format("promotion: {} (candidate {}): {}\n", store::name(d.promotion->decision),
@@ -150,10 +313,10 @@ int cmd_replay(const Opts& o) {
   const auto* fn = store::default_reevaluator();
   const auto rows = store::replay_session(st, o.id, fn);
   if (o.json) {
-    print(nlohmann::json{{"session", o.id},
-                         {"reevaluated", fn != nullptr},
-                         {"candidates", store::to_json(rows)}}
-              .dump(2) +
+    print(dump_store_json({{"session", o.id},
+                           {"reevaluated", fn != nullptr},
+                           {"candidates", store::to_json(rows)}},
+                          fmt::format("kloop replay: session {}", o.id)) +
           "\n");
   } else {
     if (!fn)
@@ -167,6 +330,10 @@ int cmd_replay(const Opts& o) {
         line += fmt::format(", now {}{}", store::name(*r.now), r.changed ? " (CHANGED)" : "");
       for (const auto& g : r.changed_gates)
         line += "; " + g;
+      if (!r.newly_run_gates.empty())
+        line +=
+            fmt::format("; {} gate(s) newly run{}: {}", r.newly_run_gates.size(),
+                        r.newly_failed ? " (NEW FAILURE)" : "", fmt::join(r.newly_run_gates, "; "));
       if (!r.not_rerun_gates.empty())
         line += fmt::format("; {} gate(s) not re-run here: {}", r.not_rerun_gates.size(),
                             fmt::join(r.not_rerun_gates, "; "));
@@ -175,11 +342,12 @@ int cmd_replay(const Opts& o) {
     }
   }
   if (!fn) return kExitCouldNotFinish;
+  // A changed result, or a gate that ran for the first time and failed, is evidence against the
+  // record (1); gates that ran for the first time and passed are not.
+  if (store::replay_found_regression(rows)) return kExitRejected;
   bool partial = false;
-  for (const auto& r : rows) {
-    if (r.changed) return kExitRejected;
+  for (const auto& r : rows)
     partial |= !r.not_rerun_gates.empty() || !r.error.empty();
-  }
   // Gates that could not run here (no GPU) or a candidate that could not be re-evaluated: the
   // replay did not re-check everything, so it could not finish (3), as optimize without a device.
   return partial ? kExitCouldNotFinish : kExitOk;
@@ -209,7 +377,7 @@ void register_store_commands(CLI::App& app, int& exit_code) {
   compare->callback([o] {
     Store st = Store::open(o->dir, store::OpenMode::kReadOnly);
     const auto cmp = store::compare_sessions(st, o->ids);
-    print(o->json ? cmp.dump(2) + "\n" : store::format_compare(cmp));
+    print(o->json ? dump_store_json(cmp, "kloop compare") + "\n" : store::format_compare(cmp));
   });
 
   auto* replay = app.add_subcommand("replay", "Re-evaluate stored candidates; report changes");
@@ -223,11 +391,11 @@ void register_store_commands(CLI::App& app, int& exit_code) {
   report->add_option("ID", o->id, "Session id")->required()->check(session_id_check());
   report->add_option("--html", o->file, "Output HTML file")->required();
   report->callback([o] {
+    check_output_path(o->file, "--html");
     Store st = Store::open(o->dir, store::OpenMode::kReadOnly);
     const std::string html = store::render_html_report(st.load_session(o->id));
-    std::ofstream out(o->file, std::ios::binary);
-    if (!(out << html))
-      throw store::StoreError(fmt::format("report: cannot write {}; check the path", o->file));
+    std::ofstream out = open_output(o->file, "--html");
+    write_output(out, html, o->file);
     print(fmt::format("wrote {}\n", o->file));
   });
 
@@ -242,6 +410,12 @@ void register_store_commands(CLI::App& app, int& exit_code) {
   auto* gen = keys->add_subcommand("generate", "Generate an Ed25519 key pair");
   gen->add_option("--out", o->out, "Secret key file to create (mode 0600)")->required();
   gen->callback([o] {
+    std::error_code err;
+    if (std::filesystem::exists(o->out, err))
+      throw UsageError(fmt::format("--out {} exists; kloop never overwrites a key file, pick a "
+                                   "new file name",
+                                   o->out));
+    check_output_path(o->out, "--out");
     const auto kp = store::generate_keypair();
     store::write_secret_key(o->out, kp);
     print(fmt::format("wrote secret key {} (keep it private)\nregistry entry: "
@@ -258,7 +432,13 @@ void register_store_commands(CLI::App& app, int& exit_code) {
   sign->add_option("--reviewer", o->reviewer, "Reviewer identity")->required();
   sign->add_option("--out", o->out, "Write the receipt here (default stdout)");
   sign->callback([o, ec] {
-    const auto kp = store::read_secret_key(o->key);
+    store::KeyPair kp;
+    try {
+      kp = store::read_secret_key(o->key);
+    } catch (const store::StoreError& e) { // unreadable or not a key file: the caller's input
+      throw UsageError(fmt::format("--key {}: {}", o->key, e.what()));
+    }
+    if (!o->out.empty()) check_output_path(o->out, "--out"); // before anything is recorded
     if (!std::filesystem::exists(std::filesystem::path(o->dir) / "kloop.db")) {
       std::fprintf(stderr,
                    "kloop receipt sign: no store at %s (kloop.db missing); pass --store "
@@ -283,7 +463,8 @@ void register_store_commands(CLI::App& app, int& exit_code) {
     if (o->out.empty()) {
       print(r.dump(2) + "\n");
     } else {
-      std::ofstream(o->out) << r.dump(2) << "\n";
+      std::ofstream out = open_output(o->out, "--out");
+      write_output(out, r.dump(2) + "\n", o->out);
       print(fmt::format("wrote {}\n", o->out));
     }
   });
@@ -291,8 +472,9 @@ void register_store_commands(CLI::App& app, int& exit_code) {
   rverify->add_option("FILE", o->file, "Receipt JSON")->required();
   rverify->add_option("--keys", o->keys, "Key registry JSON {key_id: public_key_hex}")->required();
   rverify->callback([o, ec] {
-    const auto check =
-        store::verify_receipt(read_json(o->file, "receipt"), read_json(o->keys, "key registry"));
+    const auto receipt_json = read_json(o->file, "receipt", "FILE"); // FILE first, as typed
+    const auto registry = read_json(o->keys, "key registry", "--keys");
+    const auto check = store::verify_receipt(receipt_json, registry);
     std::fprintf(check.ok ? stdout : stderr, "%s\n", check.message.c_str());
     *ec = check.ok ? kExitOk : kExitRejected;
   });

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -27,10 +28,20 @@ enum ExitCode : int {
   kExitCouldNotFinish = 3, // no device (pending_device_validation), infrastructure fault
 };
 
-// Exit code for an exception that reached main(): a session ID that names no session is a usage
-// error (2); anything else could not finish (3).
+// A file or folder named on the command line that cannot be read or written, or whose content is
+// not what the option takes: the caller's mistake (exit 2). The message names the option.
+class UsageError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+// Exit code for an exception that reached main(): a session ID that names no session, a --store
+// that is no store, or a UsageError is a usage error (2); anything else could not finish (3).
 inline int exit_code_of(const std::exception& e) {
-  return dynamic_cast<const store::NoSuchSession*>(&e) ? kExitUsage : kExitCouldNotFinish;
+  const bool usage = dynamic_cast<const store::NoSuchSession*>(&e) ||
+                     dynamic_cast<const store::NoSuchStore*>(&e) ||
+                     dynamic_cast<const UsageError*>(&e);
+  return usage ? kExitUsage : kExitCouldNotFinish;
 }
 
 // Parses all of `text` as one T with std::from_chars (decimal, no sign other than '-', no

@@ -11,7 +11,7 @@ std::int64_t store_report(store::Store& st, const CoverageReport& report,
   s.operator_name = "weighted_rmsnorm";
   s.contract_version = std::to_string(rmsnorm::kContractVersion);
   s.contract_sha256 = rmsnorm::contract_sha256();
-  s.provider = "checker-coverage";
+  s.provider = std::string(store::kCheckerCoverageProvider);
   s.model = "in-tree baseline mutants";
   s.budget = static_cast<int>(report.outcomes.size());
   s.seed = static_cast<std::int64_t>(context.seed);

@@ -1,8 +1,9 @@
 // Keeps a checker-coverage report in the store without a schema change: one session (provider
-// "checker-coverage", budget = number of mutants, seed = the analysis seed) with one iteration
-// whose notes hold the summary (score, per operator, per gate, gaps) and one artifact
-// "checker_coverage.json" (kind other) with the full report JSON as a blob. `kloop sessions` and
-// `kloop show ID` list it like any session; the verdict is pass when the run was complete with no
+// store::kCheckerCoverageProvider, budget = number of mutants, seed = the analysis seed) with one
+// iteration whose notes hold the summary (score, per operator, per gate, gaps) and one artifact
+// "checker_coverage.json" (kind other) with the full report JSON as a blob. `kloop sessions`
+// lists it with kind "checker-coverage" (store::session_kind), `kloop show ID` like any session;
+// the verdict is pass when the run was complete with no
 // admissible-missed mutant, reject when there are gaps, pending_device_validation when mutants
 // could not run.
 #pragma once

@@ -21,4 +21,12 @@ public:
   using StoreError::StoreError;
 };
 
+// The store directory named by the caller (--store) is not a store: it does not exist, is not a
+// directory, or holds no kloop.db. A caller's mistake (the CLI exits 2, usage); a store that
+// exists but is damaged is a plain StoreError.
+class NoSuchStore : public StoreError {
+public:
+  using StoreError::StoreError;
+};
+
 } // namespace kloop::store

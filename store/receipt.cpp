@@ -69,6 +69,24 @@ json memory_report(const CandidateDetail* c) {
                     "peak device memory in use (cudaMemGetInfo), host peak RSS"}};
 }
 
+// The holdout section: the sealed-holdout run of candidate `c` (the latest when several) and its
+// commitment, else the session's latest commitment with status not_run. Fields without evidence
+// (no run: no report, no retirement, no commitment check) stay null and block signing.
+json holdout_section(const SessionDetail& d, const CandidateDetail* c) {
+  const HoldoutRunRecord* run = nullptr;
+  for (const auto& r : d.holdout_runs)
+    if (c && r.candidate_id == c->candidate.id) run = &r;
+  const HoldoutCommitmentRecord* commitment = nullptr;
+  for (const auto& hc : d.holdout_commitments)
+    if (!run || hc.id == run->commitment_id) commitment = &hc;
+  return {{"commitment_sha256", commitment ? str_or_null(commitment->commitment_sha256) : json()},
+          {"suite_version", commitment ? str_or_null(commitment->suite_version) : json()},
+          {"status", run ? json(name(run->status)) : json("not_run")},
+          {"commitment_verified", run ? field_or_null(run->result, "commitment_verified") : json()},
+          {"report_uri_and_sha256", run ? blob_ref(run->report_sha256) : json()},
+          {"retired", run ? json(run->retired) : json()}};
+}
+
 void collect_nulls(const json& v, const std::string& path, std::vector<std::string>& out) {
   if (v.is_null()) {
     out.push_back(path);
@@ -167,6 +185,7 @@ json build_receipt_payload(const SessionDetail& d, const json& manifest,
         {"timing_and_cache_scope", gate_evidence(c, "benchmark", "timing_scope")},
         {"raw_samples_uri_and_sha256", raw_samples.empty() ? json(nullptr) : raw_samples},
         {"status", gate_status(c, "benchmark")}}},
+      {"holdout", holdout_section(d, c)},
       {"memory",
        {{"live_reserved_workspace_and_cache_report", memory.is_null() ? json(nullptr) : memory}}},
       {"rollout",
@@ -224,17 +243,28 @@ json sign_payload(const json& payload, const KeyPair& key) {
   // A promotion needs every gate passed (seed, "promotion ladder"): a payload that says promoted
   // next to a gate that did not pass contradicts itself (an edited or damaged record) and is
   // never signed.
+  // The same for the sealed holdout: a promotion needs it passed against a verified commitment,
+  // and the suite retired after its one use.
   if (payload.is_object() && payload.value("status", json()) == "promoted") {
-    for (const char* section : {"correctness", "sanitizers", "benchmark"}) {
-      const json st = payload.contains(section) && payload[section].is_object()
-                          ? payload[section].value("status", json())
-                          : json();
-      if (st != "pass")
+    const auto field = [&](const char* section, const char* key) {
+      return payload.contains(section) && payload[section].is_object()
+                 ? payload[section].value(key, json())
+                 : json();
+    };
+    const std::pair<const char*, json> needed[] = {
+        {"correctness.status", "pass"},        {"sanitizers.status", "pass"},
+        {"benchmark.status", "pass"},          {"holdout.status", "pass"},
+        {"holdout.commitment_verified", true}, {"holdout.retired", true}};
+    for (const auto& [path, want] : needed) {
+      const std::string p = path, section = p.substr(0, p.find('.'));
+      const json got = field(section.c_str(), p.substr(p.find('.') + 1).c_str());
+      if (got != want)
         throw StoreError(fmt::format(
-            "receipt: the payload says promoted but `{}.status` is {}: a promotion needs every "
-            "gate passed, so the record contradicts itself (edited or damaged?); check it with "
-            "`kloop show ID` and `kloop store verify` before signing",
-            section, st.dump()));
+            "receipt: the payload says promoted but `{}` is {}: a promotion needs every gate and "
+            "the sealed holdout passed (commitment verified, suite retired), so the record "
+            "contradicts itself (edited or damaged?); check it with `kloop show ID` and `kloop "
+            "store verify` before signing",
+            path, got.dump()));
     }
   }
   unsigned char sk[crypto_sign_SECRETKEYBYTES];

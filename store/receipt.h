@@ -32,8 +32,10 @@ KeyPair read_secret_key(const std::string& path);
 // The receipt payload for session `d` (template fields of the seed); `manifest` is the frozen
 // candidate's manifest.json (null when none). reviewer/key_id fill approval_identity; nullopt
 // leaves them null. Every field comes from the store: the session row, the frozen candidate's gate
-// evidence, tool calls, artifacts and telemetry, and the promotion record (seed, "Preserve a
-// promotion receipt").
+// evidence, tool calls, artifacts and telemetry, its sealed-holdout run and commitment ("holdout":
+// commitment_sha256, suite_version, status, commitment_verified, report_uri_and_sha256, retired;
+// status not_run and null evidence when it has no run), and the promotion record (seed,
+// "Preserve a promotion receipt").
 nlohmann::json build_receipt_payload(const SessionDetail& d, const nlohmann::json& manifest,
                                      const std::optional<std::string>& reviewer,
                                      const std::optional<std::string>& key_id);
@@ -52,8 +54,9 @@ std::vector<std::string> empty_rollout_fields(const nlohmann::json& payload);
 
 // {"payload": payload, "approval": {canonical_payload_sha256, signature, signing_key_id}}.
 // Throws StoreError naming the empty rollout fields when any (rollout first), else listing the
-// null fields when any, else when the payload says "promoted" next to a correctness, sanitizer or
-// benchmark status other than "pass" (a self-contradicting record).
+// null fields when any, else when the payload says "promoted" next to a correctness, sanitizer,
+// benchmark or holdout status other than "pass", a holdout commitment not verified or a holdout
+// suite not retired (a self-contradicting record).
 nlohmann::json sign_payload(const nlohmann::json& payload, const KeyPair& key);
 
 // Builds, signs and records (blob + receipts row, one step) the receipt of session `id`. Throws

@@ -48,22 +48,40 @@ std::vector<ReplayRow> replay_session(Store& store, std::int64_t session_id,
       try {
         const ReplayOutcome out = (*reevaluate)(in);
         row.now = out.verdict;
+        const auto why = [](const GateRecord& g) {
+          return g.reason.empty() ? std::string() : " (" + g.reason + ")";
+        };
         for (const auto& g : out.gates) {
           const GateRecord* old = c.gate(g.name);
           const std::string before = old ? std::string(name(old->status)) : "absent";
           if (before == name(g.status)) continue;
-          if (g.status == GateCode::kNotRun) { // nothing checked now: not a change
+          const bool had_result = old && old->status != GateCode::kNotRun;
+          if (g.status == GateCode::kNotRun ||
+              (!had_result && g.status == GateCode::kInfraError)) { // nothing checked now
             row.not_rerun_gates.push_back(
-                fmt::format("{}: recorded {}, not re-run{}", g.name, before,
-                            g.reason.empty() ? std::string() : " (" + g.reason + ")"));
+                fmt::format("{}: recorded {}, not re-run{}{}", g.name, before,
+                            g.status == GateCode::kInfraError ? " (infra_error)" : "", why(g)));
+          } else if (!had_result) { // no result recorded: new evidence, not a changed result
+            const bool failed = g.status != GateCode::kPass;
+            row.newly_failed |= failed;
+            row.newly_run_gates.push_back(fmt::format("{}: recorded {}, now {}{}", g.name, before,
+                                                      name(g.status),
+                                                      failed ? why(g) : std::string()));
           } else {
             row.changed_gates.push_back(
                 fmt::format("{}: {} -> {}", g.name, before, name(g.status)));
           }
         }
+        // A recorded pending verdict settled by the newly run gates alone is not a change.
+        const bool settled_by_new_gates =
+            c.candidate.verdict == VerdictCode::kPendingDeviceValidation &&
+            !row.newly_run_gates.empty() &&
+            (row.newly_failed ? out.verdict == VerdictCode::kReject
+                              : out.verdict == VerdictCode::kPass);
         row.changed =
-            !row.changed_gates.empty() || (out.verdict != c.candidate.verdict &&
-                                           out.verdict != VerdictCode::kPendingDeviceValidation);
+            !row.changed_gates.empty() ||
+            (out.verdict != c.candidate.verdict &&
+             out.verdict != VerdictCode::kPendingDeviceValidation && !settled_by_new_gates);
       } catch (const std::exception& e) {
         row.error = e.what();
       }
@@ -83,8 +101,16 @@ nlohmann::json to_json(const std::vector<ReplayRow>& rows) {
                    {"changed", r.changed},
                    {"changed_gates", r.changed_gates},
                    {"not_rerun_gates", r.not_rerun_gates},
+                   {"newly_run_gates", r.newly_run_gates},
+                   {"newly_failed", r.newly_failed},
                    {"error", r.error}});
   return out;
+}
+
+bool replay_found_regression(const std::vector<ReplayRow>& rows) {
+  for (const auto& r : rows)
+    if (r.changed || r.newly_failed) return true;
+  return false;
 }
 
 } // namespace kloop::store

@@ -71,12 +71,12 @@ Store Store::open(const std::string& dir, OpenMode mode) {
   struct stat sb {};
   const bool exists = ::stat(dir.c_str(), &sb) == 0;
   if (exists && !S_ISDIR(sb.st_mode))
-    throw StoreError(fmt::format("store: {} is not a directory; --store takes a directory", dir));
+    throw NoSuchStore(fmt::format("store: {} is not a directory; --store takes a directory", dir));
   if (!exists) {
     if (!writable)
-      throw StoreError(fmt::format("store: {} does not exist; run `kloop optimize` first or pass "
-                                   "--store DIR (default $KLOOP_STORE or ./kloop-store)",
-                                   dir));
+      throw NoSuchStore(fmt::format("store: {} does not exist; run `kloop optimize` first or pass "
+                                    "--store DIR (default $KLOOP_STORE or ./kloop-store)",
+                                    dir));
     if (::mkdir(dir.c_str(), 0755) != 0)
       throw StoreError(fmt::format("store: cannot create {} ({}); use a writable --store", dir,
                                    std::strerror(errno)));
@@ -88,9 +88,9 @@ Store Store::open(const std::string& dir, OpenMode mode) {
                                  "a writable --store",
                                  dir, std::strerror(EACCES)));
   if (!writable && ::access(db_path.c_str(), F_OK) != 0)
-    throw StoreError(fmt::format("store: {} has no kloop.db; it is not a kloop store (pass the "
-                                 "right --store)",
-                                 dir));
+    throw NoSuchStore(fmt::format("store: {} has no kloop.db; it is not a kloop store (pass the "
+                                  "right --store)",
+                                  dir));
   const std::string label = db_path;
   std::string uri = "file:" + db_path;
   int flags = writable ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : SQLITE_OPEN_READONLY;

@@ -94,8 +94,8 @@ public:
   // Opens (kReadWrite: creating the directory and schema if needed) the store at `dir`. In
   // kReadWrite mode, sessions left `running` by a dead process on this host become
   // `interrupted`. Throws StoreError with a clear message for: a corrupt or foreign database, a
-  // schema newer than this binary, a read-only directory (kReadWrite), a missing store
-  // (kReadOnly).
+  // schema newer than this binary, a read-only directory (kReadWrite); NoSuchStore for a path
+  // that is not a directory, or (kReadOnly) a missing directory or one without kloop.db.
   static Store open(const std::string& dir, OpenMode mode = OpenMode::kReadWrite);
 
   Store(Store&&) noexcept;
@@ -170,6 +170,12 @@ private:
 };
 
 std::string now_iso8601(); // UTC, second resolution: "2026-10-10T12:00:00Z"
+// The provider name `kloop checker-coverage` records its runs under (mutation/store_report.h);
+// no generator provider has it (--provider takes offline, openai, anthropic, replay).
+inline constexpr std::string_view kCheckerCoverageProvider = "checker-coverage";
+// What kind of run a session records: "checker-coverage" (a mutation analysis of the evaluator)
+// or "optimize" (a refinement session). Shown by `kloop sessions` and in the JSON views.
+std::string_view session_kind(const SessionRecord& s);
 nlohmann::json to_json(const SessionRecord& s);
 nlohmann::json to_json(const GateRecord& g);
 

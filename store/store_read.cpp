@@ -55,8 +55,13 @@ std::optional<int> opt_int(const Stmt& st, int col) {
 
 } // namespace
 
+std::string_view session_kind(const SessionRecord& s) {
+  return s.provider == kCheckerCoverageProvider ? "checker-coverage" : "optimize";
+}
+
 nlohmann::json to_json(const SessionRecord& s) {
   return {{"id", s.id},
+          {"kind", session_kind(s)},
           {"operator", s.operator_name},
           {"contract_version", s.contract_version},
           {"contract_sha256", s.contract_sha256},
@@ -187,10 +192,36 @@ nlohmann::json SessionDetail::to_json() const {
                       {"candidate_id", opt(promotion->candidate_id)},
                       {"reason", promotion->reason},
                       {"decided_at", promotion->decided_at}};
-  nlohmann::json holdout = nlohmann::json::array();
-  for (const auto& h : holdout_runs)
+  // Holdout: each commitment, and each run with its commitment, the case counts and whether the
+  // commitment was verified against the revealed suite (null when the result does not say).
+  nlohmann::json commitments = nlohmann::json::array(), holdout = nlohmann::json::array();
+  for (const auto& c : holdout_commitments)
+    commitments.push_back({{"id", c.id},
+                           {"commitment_sha256", c.commitment_sha256},
+                           {"suite_version", c.suite_version},
+                           {"created_at", c.created_at}});
+  j["holdout_commitments"] = commitments;
+  for (const auto& h : holdout_runs) {
+    const HoldoutCommitmentRecord* c = nullptr;
+    for (const auto& hc : holdout_commitments)
+      if (hc.id == h.commitment_id) c = &hc;
+    const auto result = [&](const char* key) {
+      return h.result.is_object() && h.result.contains(key) ? h.result[key]
+                                                            : nlohmann::json(nullptr);
+    };
     holdout.push_back(
-        {{"candidate_id", h.candidate_id}, {"status", name(h.status)}, {"retired", h.retired}});
+        {{"candidate_id", h.candidate_id},
+         {"commitment_sha256", c ? nlohmann::json(c->commitment_sha256) : nlohmann::json(nullptr)},
+         {"suite_version", c ? nlohmann::json(c->suite_version) : nlohmann::json(nullptr)},
+         {"status", name(h.status)},
+         {"passed", result("passed")},
+         {"failed", result("failed")},
+         {"commitment_verified", result("commitment_verified")},
+         {"report_sha256",
+          h.report_sha256.empty() ? nlohmann::json(nullptr) : nlohmann::json(h.report_sha256)},
+         {"retired", h.retired},
+         {"ran_at", h.ran_at}});
+  }
   j["holdout_runs"] = holdout;
   nlohmann::json rec = nlohmann::json::array();
   for (const auto& r : receipts)
@@ -206,6 +237,7 @@ nlohmann::json SessionDetail::to_json() const {
 
 nlohmann::json SessionSummary::to_json() const {
   return {{"id", session.id},
+          {"kind", session_kind(session)},
           {"operator", session.operator_name},
           {"provider", session.provider},
           {"model", session.model},

@@ -1,5 +1,8 @@
 // Checker-coverage report arithmetic: score = killed / admissible, not-shown-killable and not-run
 // excluded, per operator and per gate, and the record comparison.
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -7,6 +10,7 @@
 
 #include "mutation/operators.h"
 #include "mutation/report.h"
+#include "mutation/store_report.h"
 
 namespace kloop::mutation {
 namespace {
@@ -148,6 +152,28 @@ TEST(MutationReportTest, CheckedInRecordSelectsTheCurrentBaselinesMutants) {
   EXPECT_EQ(ids, sel.at("mutants").get<std::vector<std::string>>())
       << "the baseline's mutant selection changed: re-record on the GPU machine with "
          "CHECKER_COVERAGE=record scripts/device-run.sh --remote";
+}
+
+// A stored checker-coverage run is told apart from optimize sessions: `kloop sessions` shows
+// store::session_kind, which must recognise what store_report records.
+TEST(MutationReportTest, StoredReportIsListedAsACheckerCoverageSession) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
+                                    ("kloop-cc-store-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  {
+    store::Store st = store::Store::open(dir.string());
+    store::SessionRecord opt{.operator_name = "weighted_rmsnorm", .provider = "offline"};
+    st.create_session(opt);
+    const std::int64_t id = store_report(st, sample(), {"0.1.0", "abc", 1});
+    const auto list = st.list_sessions(); // newest first
+    ASSERT_EQ(list.size(), 2u);
+    EXPECT_EQ(list[0].session.id, id);
+    EXPECT_EQ(store::session_kind(list[0].session), "checker-coverage");
+    EXPECT_EQ(list[0].to_json()["kind"], "checker-coverage");
+    EXPECT_EQ(store::session_kind(list[1].session), "optimize");
+    EXPECT_EQ(st.load_session(id).to_json()["session"]["kind"], "checker-coverage");
+  }
+  std::filesystem::remove_all(dir);
 }
 
 } // namespace

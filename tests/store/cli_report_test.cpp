@@ -10,6 +10,9 @@
 #include <set>
 #include <sstream>
 
+#include <sqlite3.h>
+
+#include "store/sqlite.h"
 #include "store/store.h"
 #include "tests/store/fixture.h"
 
@@ -99,10 +102,11 @@ TEST(StoreCliTest, SessionsShowCompareVerifyAndReceiptRoundTrip) {
   const auto uerr = nlohmann::json::parse(usage.out, nullptr, false);
   ASSERT_TRUE(uerr.is_object()) << usage.out;
   EXPECT_NE(uerr.value("error", std::string()).find("got 'abc'"), std::string::npos) << usage.out;
-  // A message with bytes that are not UTF-8 (here the store path) still gives valid JSON.
+  // A message with bytes that are not UTF-8 (here the store path) still gives valid JSON; a store
+  // that does not exist is a usage error.
   const Proc non_utf8 = sh("(" + cli + "show 1 --json --store \"$(printf '" + t.path() +
                            "/bad\\377dir')\" 2>/dev/null)");
-  EXPECT_EQ(non_utf8.rc, 3) << non_utf8.out;
+  EXPECT_EQ(non_utf8.rc, 2) << non_utf8.out;
   EXPECT_TRUE(nlohmann::json::parse(non_utf8.out, nullptr, false).is_object()) << non_utf8.out;
   // Receipt: generate a key, sign, verify; a tampered receipt fails with exit 1.
   const Proc gen = sh(cli + "keys generate --out " + t.path() + "/key.json");
@@ -129,6 +133,237 @@ TEST(StoreCliTest, SessionsShowCompareVerifyAndReceiptRoundTrip) {
   const Proc ver = sh(cli + "store verify --store " + s);
   EXPECT_EQ(ver.rc, 1);
   EXPECT_NE(ver.out.find("missing blob " + src), std::string::npos) << ver.out;
+}
+
+// Edits the store's database behind its back (a damaged or hand-edited row).
+void edit_db(const std::string& store_dir, const std::string& sql) {
+  Db("file:" + store_dir + "/kloop.db", SQLITE_OPEN_READWRITE, "test edit").exec(sql);
+}
+
+// `kloop show` prints the sealed-holdout run on one line: candidate, commitment (short hash) and
+// suite, status, cases passed of the total, the commitment check and the retirement; --json
+// carries the same; a commitment without a run says "not run".
+TEST(StoreCliTest, ShowPrintsTheHoldoutRun) {
+  TempDir t;
+  const std::string s = t.path() + "/s";
+  ASSERT_EQ(sh(bin("store_fake_session_driver") + " " + s + " 3 --finish").rc, 0);
+  const std::string cli = bin("store_cli") + " ";
+  const Proc text = sh(cli + "show 1 --store " + s);
+  ASSERT_EQ(text.rc, 0) << text.out;
+  EXPECT_NE(text.out.find("\nholdout: candidate 3, commitment eeeeeeeeeeee (suite h1), pass, "
+                          "48/48 cases passed, commitment verified, suite retired\n"),
+            std::string::npos)
+      << text.out;
+  const Proc js = sh("(" + cli + "show 1 --json --store " + s + " 2>/dev/null)");
+  ASSERT_EQ(js.rc, 0) << js.out;
+  const auto j = nlohmann::json::parse(js.out);
+  ASSERT_EQ(j["holdout_runs"].size(), 1u) << j["holdout_runs"].dump();
+  const auto& run = j["holdout_runs"][0];
+  EXPECT_EQ(run["candidate_id"], 3);
+  EXPECT_EQ(run["commitment_sha256"], std::string(64, 'e'));
+  EXPECT_EQ(run["suite_version"], "h1");
+  EXPECT_EQ(run["status"], "pass");
+  EXPECT_EQ(run["passed"], 48);
+  EXPECT_EQ(run["failed"], 0);
+  EXPECT_EQ(run["commitment_verified"], true);
+  EXPECT_EQ(run["retired"], true);
+  EXPECT_TRUE(run["report_sha256"].is_string()) << run.dump();
+  ASSERT_EQ(j["holdout_commitments"].size(), 1u);
+  EXPECT_EQ(j["holdout_commitments"][0]["suite_version"], "h1");
+  // The commitment was recorded but the holdout never ran (a session that stopped before it).
+  edit_db(s, "DELETE FROM holdout_runs");
+  const Proc none = sh(cli + "show 1 --store " + s);
+  ASSERT_EQ(none.rc, 0) << none.out;
+  EXPECT_NE(none.out.find("\nholdout: commitment eeeeeeeeeeee (suite h1), not run\n"),
+            std::string::npos)
+      << none.out;
+}
+
+// Stored text that is not valid UTF-8 (a hand-edited or damaged row) no longer aborts the JSON
+// views with the serializer's type_error 316: the output is valid JSON with U+FFFD in place of
+// the bad bytes, and stderr names the field and what to check.
+TEST(StoreCliTest, DamagedTextIsPrintedWithReplacementAndANote) {
+  TempDir t;
+  const std::string s = t.path() + "/s";
+  ASSERT_EQ(sh(bin("store_fake_session_driver") + " " + s + " 2 --finish").rc, 0);
+  edit_db(s, "UPDATE sessions SET model = CAST(X'6275696c74ff' AS TEXT); "
+             "UPDATE test_cases SET detail_json = CAST(X'7bff7d' AS TEXT) WHERE status != 0");
+  const std::string cli = bin("store_cli") + " ";
+  const std::string err = t.path() + "/err.txt";
+  const std::pair<std::string, std::string> views[] = {{"sessions --json", "/0/model"},
+                                                       {"show 1 --json", "/session/model"},
+                                                       {"compare 1 --json", "/groups/0/model"}};
+  for (const auto& [cmd, field] : views) {
+    const Proc p = sh("(" + cli + cmd + " --store " + s + " 2>" + err + ")");
+    EXPECT_EQ(p.rc, 0) << cmd << ": " << p.out;
+    const auto j = nlohmann::json::parse(p.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << cmd << ": " << p.out;
+    EXPECT_NE(p.out.find("built\xEF\xBF\xBD"), std::string::npos) << cmd << ": " << p.out;
+    const std::string note = read(err);
+    EXPECT_NE(note.find("not valid UTF-8"), std::string::npos) << cmd << ": " << note;
+    EXPECT_NE(note.find(field), std::string::npos) << cmd << ": " << note;
+    EXPECT_NE(note.find("kloop store verify"), std::string::npos) << cmd << ": " << note;
+    EXPECT_EQ(note.find("type_error"), std::string::npos) << cmd << ": " << note;
+    if (cmd.rfind("show", 0) == 0) { // the damaged failing case is named too
+      EXPECT_NE(note.find("/failing_cases/0/detail"), std::string::npos) << note;
+    }
+  }
+  // The text view prints the damaged failing case as well.
+  const Proc text = sh(cli + "show 1 --store " + s);
+  EXPECT_EQ(text.rc, 0) << text.out;
+  EXPECT_NE(text.out.find("failing case [correctness] width_127: fail \"{\xEF\xBF\xBD}\""),
+            std::string::npos)
+      << text.out;
+}
+
+// `kloop sessions` never cuts a name (the operator and provider/model columns are as wide as
+// their longest value) and marks checker-coverage runs (kind column, "kind" in --json).
+TEST(StoreCliTest, SessionsShowsWholeNamesAndMarksCheckerCoverageRuns) {
+  TempDir t;
+  const std::string s = t.path() + "/s";
+  {
+    Store st = Store::open(s);
+    SessionRecord opt{.operator_name = "weighted_rmsnorm_fused_residual",
+                      .provider = "openai",
+                      .model = "a-rather-long-model-name-2026-11-30",
+                      .budget = 1};
+    st.create_session(opt);
+    st.finish_session(opt.id, SessionStatus::kCompleted, VerdictCode::kReject);
+    SessionRecord cc{.operator_name = "weighted_rmsnorm",
+                     .provider = std::string(kCheckerCoverageProvider),
+                     .model = "in-tree baseline mutants",
+                     .budget = 36};
+    st.create_session(cc);
+    st.finish_session(cc.id, SessionStatus::kCompleted, VerdictCode::kPass);
+  }
+  const std::string cli = bin("store_cli") + " ";
+  const Proc list = sh(cli + "sessions --store " + s);
+  ASSERT_EQ(list.rc, 0) << list.out;
+  EXPECT_NE(list.out.find(" kind "), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("\n    1  optimize         weighted_rmsnorm_fused_residual "
+                          "openai/a-rather-long-model-name-2026-11-30 "),
+            std::string::npos)
+      << list.out;
+  EXPECT_NE(list.out.find("\n    2  checker-coverage weighted_rmsnorm                "
+                          "checker-coverage/in-tree baseline mutants "),
+            std::string::npos)
+      << list.out;
+  const Proc js = sh("(" + cli + "sessions --json --store " + s + " 2>/dev/null)");
+  ASSERT_EQ(js.rc, 0) << js.out;
+  const auto j = nlohmann::json::parse(js.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["kind"], "checker-coverage"); // newest first
+  EXPECT_EQ(j[1]["kind"], "optimize");
+  EXPECT_EQ(j[1]["operator"], "weighted_rmsnorm_fused_residual");
+}
+
+// A session recorded on a CPU-only machine (device gates not_run, pending_device_validation)
+// replayed where those gates run: passing ones are listed as newly run, not as changed (exit 0);
+// a newly run gate that fails is evidence against the candidate (exit 1), and says so.
+TEST(StoreCliTest, ReplayListsNewlyRunGatesApartFromChangedOnes) {
+  TempDir t;
+  const std::string s = t.path() + "/s";
+  {
+    Store st = Store::open(s);
+    SessionRecord rec{.operator_name = "weighted_rmsnorm", .provider = "offline", .budget = 1};
+    st.create_session(rec);
+    auto step = st.begin_step();
+    IterationRecord it{.session_id = rec.id, .index = 0, .wall_ms = 50};
+    step.add_iteration(it);
+    CandidateRecord c{.iteration_id = it.id,
+                      .source_sha256 = step.put_blob("k"),
+                      .manifest_sha256 = step.put_blob("{}"),
+                      .verdict = VerdictCode::kPendingDeviceValidation};
+    step.add_candidate(c);
+    int ordinal = 0;
+    for (const char* name : {"contract", "build", "static"}) {
+      GateRecord g{.candidate_id = c.id, .ordinal = ordinal++, .name = name};
+      g.status = GateCode::kPass;
+      step.add_gate(g);
+    }
+    for (const char* name : {"correctness", "sanitizer", "benchmark", "roofline"}) {
+      GateRecord g{.candidate_id = c.id, .ordinal = ordinal++, .name = name};
+      g.reason = "no device";
+      step.add_gate(g);
+    }
+    step.commit();
+    st.finish_session(rec.id, SessionStatus::kCompleted, VerdictCode::kPendingDeviceValidation);
+  }
+  const std::string cli = bin("store_cli") + " ";
+  const Proc pass = sh("KLOOP_TEST_REPLAY=pass " + cli + "replay 1 --store " + s);
+  EXPECT_EQ(pass.rc, 0) << pass.out;
+  EXPECT_NE(pass.out.find("recorded pending_device_validation, now pass; 4 gate(s) newly run: "
+                          "correctness: recorded not_run, now pass; sanitizer: recorded not_run, "
+                          "now pass;"),
+            std::string::npos)
+      << pass.out;
+  EXPECT_EQ(pass.out.find("CHANGED"), std::string::npos) << pass.out;
+  EXPECT_EQ(pass.out.find("->"), std::string::npos) << pass.out;
+  const Proc pj =
+      sh("(KLOOP_TEST_REPLAY=pass " + cli + "replay 1 --json --store " + s + " 2>/dev/null)");
+  EXPECT_EQ(pj.rc, 0) << pj.out;
+  const auto row = nlohmann::json::parse(pj.out)["candidates"][0];
+  EXPECT_EQ(row["newly_run_gates"].size(), 4u) << row.dump();
+  EXPECT_TRUE(row["changed_gates"].empty()) << row.dump();
+  EXPECT_FALSE(row["changed"].get<bool>());
+  EXPECT_FALSE(row["newly_failed"].get<bool>());
+
+  const Proc fail = sh("KLOOP_TEST_REPLAY=fail " + cli + "replay 1 --store " + s);
+  EXPECT_EQ(fail.rc, 1) << fail.out;
+  EXPECT_NE(fail.out.find("now reject; 4 gate(s) newly run (NEW FAILURE): correctness: recorded "
+                          "not_run, now fail (fake evaluator: fail);"),
+            std::string::npos)
+      << fail.out;
+  EXPECT_EQ(fail.out.find("CHANGED"), std::string::npos) << fail.out;
+  const Proc fj =
+      sh("(KLOOP_TEST_REPLAY=fail " + cli + "replay 1 --json --store " + s + " 2>/dev/null)");
+  EXPECT_EQ(fj.rc, 1) << fj.out;
+  EXPECT_TRUE(nlohmann::json::parse(fj.out)["candidates"][0]["newly_failed"].get<bool>());
+}
+
+// A file or folder named on the command line that does not exist or cannot be read is a usage
+// error (2) naming the option; a store that exists but is damaged could not be read (3).
+TEST(StoreCliTest, MissingFilesAndStoresNamedOnTheCommandLineAreUsageErrors) {
+  TempDir t;
+  const std::string s = t.path() + "/s";
+  ASSERT_EQ(sh(bin("store_fake_session_driver") + " " + s + " 2 --finish").rc, 0);
+  const std::string cli = bin("store_cli") + " ";
+  const auto usage = [&](const std::string& args, const std::string& names) {
+    const Proc p = sh(cli + args);
+    EXPECT_EQ(p.rc, 2) << args << ": " << p.out;
+    EXPECT_NE(p.out.find(names), std::string::npos) << args << ": " << p.out;
+  };
+  usage("sessions --store " + t.path() + "/missing", "does not exist");
+  usage("show 1 --store " + t.path(), "has no kloop.db"); // a folder that is no store
+  std::ofstream(t.path() + "/file") << "x";
+  usage("sessions --store " + t.path() + "/file", "is not a directory");
+  // Keys and receipts.
+  ASSERT_EQ(sh(cli + "keys generate --out " + t.path() + "/key.json").rc, 0);
+  usage("keys generate --out " + t.path() + "/key.json", "--out");    // never overwritten
+  usage("keys generate --out " + t.path() + "/no/key.json", "--out"); // missing folder
+  usage("receipt sign 1 --key " + t.path() + "/nokey.json --reviewer r --store " + s, "--key");
+  usage("receipt sign 1 --key " + t.path() + "/file --reviewer r --store " + s, "--key");
+  usage("receipt sign 1 --key " + t.path() + "/key.json --reviewer r --out " + t.path() +
+            "/no/r.json --store " + s,
+        "--out");
+  EXPECT_TRUE(Store::open(s).load_session(1).receipts.empty()); // refused before recording
+  ASSERT_EQ(sh(cli + "receipt sign 1 --key " + t.path() + "/key.json --reviewer r --out " +
+               t.path() + "/r.json --store " + s)
+                .rc,
+            0);
+  usage("receipt verify " + t.path() + "/nor.json --keys " + t.path() + "/noreg.json", "FILE");
+  usage("receipt verify " + t.path() + "/r.json --keys " + t.path() + "/noreg.json", "--keys");
+  usage("receipt verify " + t.path() + "/r.json --keys " + t.path() + "/file", "is not valid JSON");
+  usage("report 1 --html " + t.path() + "/no/r.html --store " + s, "--html");
+  // With --json the error document carries the same exit code.
+  const Proc js = sh("(" + cli + "sessions --json --store " + t.path() + "/missing 2>/dev/null)");
+  EXPECT_EQ(nlohmann::json::parse(js.out, nullptr, false).value("exit_code", 0), 2) << js.out;
+  // A store that exists but whose database is damaged is not the caller's mistake.
+  const std::string bad = t.path() + "/corrupt";
+  std::filesystem::create_directories(bad);
+  std::ofstream(bad + "/kloop.db", std::ios::binary) << std::string(8192, '\x5a');
+  const Proc corrupt = sh(cli + "sessions --store " + bad);
+  EXPECT_EQ(corrupt.rc, 3) << corrupt.out;
 }
 
 // Inflates the IDAT stream of a PNG; returns the number of distinct byte values (a blank page

@@ -172,10 +172,27 @@ std::int64_t write_fake_session(Store& st, int iterations, const std::string& pr
                   .device_uuid = with_device ? "GPU-1234" : "",
                   .device_arch = "sm_90"};
   st.create_session(s);
+  // The sealed holdout's commitment, recorded before the first iteration (agent/loop_record.cpp).
+  HoldoutCommitmentRecord hc{
+      .session_id = s.id, .commitment_sha256 = std::string(64, 'e'), .suite_version = "h1"};
+  {
+    auto step = st.begin_step();
+    step.add_holdout_commitment(hc);
+    step.commit();
+  }
   std::int64_t last = 0;
   for (int i = 0; i < iterations; ++i)
     last = write_fake_iteration(st, s.id, i, i == iterations - 1);
   auto step = st.begin_step();
+  // The frozen candidate's one holdout run, as agent/loop_finish.cpp records it.
+  HoldoutRunRecord hr{
+      .commitment_id = hc.id,
+      .candidate_id = last,
+      .status = GateCode::kPass,
+      .result = {{"status", "pass"}, {"passed", 48}, {"failed", 0}, {"commitment_verified", true}},
+      .report_sha256 = step.put_blob(R"({"cases":48,"failed":[]})"),
+      .retired = true};
+  step.add_holdout_run(hr);
   PromotionRecord pr{.session_id = s.id,
                      .candidate_id = last,
                      .decision = Decision::kPromoted,

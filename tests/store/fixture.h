@@ -33,8 +33,10 @@ inline constexpr int kArtifactsPerCandidate = 3; // cubin, ptx, case results
 std::int64_t write_fake_iteration(Store& st, std::int64_t session_id, int index, bool pass,
                                   bool full_evidence = true);
 
-// Creates a session with `iterations` iterations, a promotion decision (promoted candidate =
-// last) and the rollout evidence. Returns the session id.
+// Creates a session with `iterations` iterations, a holdout commitment (sha256 "e" x 64, suite
+// "h1") and a passed holdout run of the last candidate (48 of 48 cases, commitment verified,
+// retired), a promotion decision (promoted candidate = last) and the rollout evidence. Returns
+// the session id.
 std::int64_t write_fake_session(Store& st, int iterations, const std::string& provider = "offline",
                                 const std::string& model = "builtin-v1", bool with_device = true);
 

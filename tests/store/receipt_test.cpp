@@ -5,6 +5,8 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "store/error.h"
 #include "store/hash.h"
 #include "store/jcs.h"
@@ -51,6 +53,16 @@ TEST(ReceiptTest, CompleteSessionSignsAndVerifies) {
   EXPECT_EQ(mem["gpu_worker_processes"][0]["mode"], "correctness");
   EXPECT_EQ(mem["gpu_worker_processes"][1]["peak_allocated_bytes"], 8423936);
   EXPECT_TRUE(p["correctness"]["case_results_uri_and_sha256"].contains("uri"));
+  // The sealed holdout: the promoted candidate's run against the recorded commitment.
+  const auto& h = p["holdout"];
+  EXPECT_EQ(h["commitment_sha256"], std::string(64, 'e'));
+  EXPECT_EQ(h["suite_version"], "h1");
+  EXPECT_EQ(h["status"], "pass");
+  EXPECT_EQ(h["commitment_verified"], true);
+  EXPECT_EQ(h["retired"], true);
+  const std::string report_sha = h["report_uri_and_sha256"]["sha256"];
+  EXPECT_EQ(h["report_uri_and_sha256"]["uri"],
+            "kloop-store:blobs/" + report_sha.substr(0, 2) + "/" + report_sha.substr(2));
   EXPECT_TRUE(null_fields(p).empty()) << p.dump();
   const ReceiptCheck c = verify_receipt(s.receipt, s.registry);
   EXPECT_TRUE(c.ok) << c.message;
@@ -177,6 +189,75 @@ TEST(ReceiptTest, PromotedSessionWithAFailedGateIsNotSigned) {
   } catch (const StoreError& e) {
     EXPECT_TRUE(mentions(e.what(), "`correctness.status` is \"fail\"")) << e.what();
   }
+}
+
+// The holdout is part of the signed evidence: a promoted session whose holdout run is recorded as
+// failed, or whose commitment was not verified, is refused like a failed gate; one without a
+// holdout run has no holdout evidence (null fields) and is refused too; so is a session that was
+// not promoted and never reached the holdout (pending: nulls everywhere the device would fill).
+TEST(ReceiptTest, HoldoutThatDidNotPassOrDidNotRunIsNotSigned) {
+  TempDir t;
+  std::int64_t id = 0;
+  {
+    Store st = Store::open(t.path());
+    id = testing::write_fake_session(st, 2);
+  }
+  const KeyPair kp = generate_keypair();
+  const auto refuses_after = [&](const std::string& sql, const std::vector<std::string>& words) {
+    Db("file:" + t.path() + "/kloop.db", SQLITE_OPEN_READWRITE, "test edit").exec(sql);
+    Store st = Store::open(t.path());
+    try {
+      sign_session_receipt(st, id, kp, "alice");
+      FAIL() << "signed after: " << sql;
+    } catch (const StoreError& e) {
+      for (const auto& w : words)
+        EXPECT_TRUE(mentions(e.what(), w)) << e.what();
+    }
+    EXPECT_TRUE(st.load_session(id).receipts.empty());
+  };
+  refuses_after("UPDATE holdout_runs SET status = 1", {"`holdout.status` is \"fail\""});
+  refuses_after("UPDATE holdout_runs SET status = 0, result_json = json_set(result_json, "
+                "'$.commitment_verified', json('false'))",
+                {"`holdout.commitment_verified` is false"});
+  refuses_after("UPDATE holdout_runs SET result_json = json_set(result_json, "
+                "'$.commitment_verified', json('true')), retired = 0",
+                {"`holdout.retired` is false"});
+  refuses_after("DELETE FROM holdout_runs",
+                {"holdout.report_uri_and_sha256", "holdout.retired", "block signing"});
+  {
+    Store st = Store::open(t.path());
+    const SessionDetail d = st.load_session(id);
+    const nlohmann::json p = build_receipt_payload(d, receipt_manifest(st, d), "alice", "k1");
+    EXPECT_EQ(p["holdout"]["status"], "not_run");
+    EXPECT_EQ(p["holdout"]["commitment_sha256"], std::string(64, 'e')); // still committed
+  }
+
+  // A session that ended pending_device_validation on a CPU-only machine: no holdout run, no
+  // promotion; its receipt lists the missing evidence and is not signed.
+  TempDir t2;
+  Store st = Store::open(t2.path());
+  SessionRecord rec{.operator_name = "weighted_rmsnorm", .provider = "offline", .budget = 1};
+  st.create_session(rec);
+  {
+    auto step = st.begin_step();
+    HoldoutCommitmentRecord hc{
+        .session_id = rec.id, .commitment_sha256 = std::string(64, 'f'), .suite_version = "h1"};
+    step.add_holdout_commitment(hc);
+    PromotionRecord pr{.session_id = rec.id,
+                       .decision = Decision::kPendingDeviceValidation,
+                       .reason = "no candidate could finish the device gates"};
+    step.add_promotion(pr);
+    step.commit();
+  }
+  st.finish_session(rec.id, SessionStatus::kCompleted, VerdictCode::kPendingDeviceValidation);
+  const SessionDetail d = st.load_session(rec.id);
+  const nlohmann::json p = build_receipt_payload(d, receipt_manifest(st, d), "alice", kp.key_id);
+  EXPECT_EQ(p["status"], "pending_device_validation");
+  EXPECT_EQ(p["holdout"]["status"], "not_run");
+  const auto nulls = null_fields(p);
+  EXPECT_NE(std::find(nulls.begin(), nulls.end(), "holdout.retired"), nulls.end());
+  EXPECT_THROW(sign_session_receipt(st, rec.id, kp, "alice"), StoreError);
+  EXPECT_TRUE(st.load_session(rec.id).receipts.empty());
 }
 
 TEST(ReceiptTest, NullsInsideListsAlsoBlockSigning) {

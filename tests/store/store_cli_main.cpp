@@ -1,11 +1,43 @@
 // Test executable: the real store commands of app/cmd_store.cpp behind a CLI11 entry point like
 // app/main.cpp, without the optimize/evaluate commands (so the store CLI is testable on its own).
+// With KLOOP_TEST_REPLAY=pass (or fail) set, `replay` re-evaluates through a fake evaluator: every
+// gate recorded not_run now passes (or fails), the others keep their recorded status; the verdict
+// is pass when every gate passes, else reject. Unset, replay has no evaluator (as before).
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <string>
 
 #include "app/commands.h"
+#include "store/replay.h"
+
+namespace {
+
+void register_fake_reevaluator() {
+  const char* mode = std::getenv("KLOOP_TEST_REPLAY");
+  if (mode == nullptr) return;
+  const auto now_status =
+      std::string(mode) == "pass" ? kloop::store::GateCode::kPass : kloop::store::GateCode::kFail;
+  kloop::store::set_default_reevaluator([now_status](const kloop::store::ReplayCandidate& c) {
+    kloop::store::ReplayOutcome out;
+    out.verdict = kloop::store::VerdictCode::kPass;
+    for (auto g : c.recorded_gates) {
+      if (g.status == kloop::store::GateCode::kNotRun) {
+        g.status = now_status;
+        g.reason = now_status == kloop::store::GateCode::kPass ? "" : "fake evaluator: fail";
+      }
+      if (g.status != kloop::store::GateCode::kPass)
+        out.verdict = kloop::store::VerdictCode::kReject;
+      out.gates.push_back(g);
+    }
+    return out;
+  });
+}
+
+} // namespace
 
 int main(int argc, char** argv) {
+  register_fake_reevaluator();
   CLI::App app{"kloop store commands (test build)"};
   app.require_subcommand(1);
   int exit_code = kloop::app::kExitOk;

@@ -245,6 +245,53 @@ TEST(StoreTest, ReplayTellsGatesThatCouldNotRunFromChangedOnes) {
   EXPECT_EQ(rows2[1].changed_gates[0], "correctness: pass -> fail");
 }
 
+// Replay where gates recorded not_run now run: new evidence, listed apart from changed results.
+// Passing ones do not make the row changed; a failing one sets newly_failed (evidence against the
+// candidate, `kloop replay` exits 1: replay_found_regression).
+TEST(StoreTest, ReplayListsGatesRecordedNotRunThatRunNowAsNewlyRun) {
+  TempDir t;
+  Store st = Store::open(t.path());
+  const std::int64_t sid =
+      testing::write_fake_session(st, 2); // 1 rejected at correctness (later gates not_run)
+  const auto later_gates_now = [](GateCode later) {
+    return Reevaluate([later](const ReplayCandidate& c) {
+      ReplayOutcome out{c.recorded_verdict, {}};
+      for (GateRecord g : c.recorded_gates) {
+        if (g.status == GateCode::kNotRun) g.status = later;
+        out.gates.push_back(g);
+      }
+      return out;
+    });
+  };
+  const Reevaluate passes = later_gates_now(GateCode::kPass);
+  const auto rows = replay_session(st, sid, &passes);
+  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_EQ(rows[0].newly_run_gates.size(), 3u);
+  EXPECT_EQ(rows[0].newly_run_gates[0], "sanitizer: recorded not_run, now pass");
+  EXPECT_TRUE(rows[0].changed_gates.empty()) << rows[0].changed_gates.front();
+  EXPECT_FALSE(rows[0].changed);
+  EXPECT_FALSE(rows[0].newly_failed);
+  EXPECT_TRUE(rows[1].newly_run_gates.empty());
+  EXPECT_FALSE(replay_found_regression(rows));
+  EXPECT_EQ(to_json(rows)[0]["newly_run_gates"].size(), 3u);
+
+  const Reevaluate fails = later_gates_now(GateCode::kTimeout);
+  const auto rows2 = replay_session(st, sid, &fails);
+  ASSERT_EQ(rows2[0].newly_run_gates.size(), 3u);
+  EXPECT_EQ(rows2[0].newly_run_gates[0], "sanitizer: recorded not_run, now timeout");
+  EXPECT_TRUE(rows2[0].newly_failed);
+  EXPECT_TRUE(rows2[0].changed_gates.empty());
+  EXPECT_TRUE(replay_found_regression(rows2));
+  EXPECT_TRUE(to_json(rows2)[0]["newly_failed"].get<bool>());
+
+  // Recorded not_run, still unable to finish now (infra_error): not re-run, not newly run.
+  const Reevaluate infra = later_gates_now(GateCode::kInfraError);
+  const auto rows3 = replay_session(st, sid, &infra);
+  EXPECT_TRUE(rows3[0].newly_run_gates.empty());
+  EXPECT_EQ(rows3[0].not_rerun_gates.size(), 3u);
+  EXPECT_FALSE(replay_found_regression(rows3));
+}
+
 // `kloop sessions` and `kloop compare` report the same candidate's speed-up: the decided one, not
 // a faster passing candidate that was not promoted.
 TEST(StoreTest, SessionListShowsTheDecidedCandidatesSpeedup) {
