@@ -6,7 +6,8 @@
 // (B C C B in odd rounds), each bracketed by its own CUDA events. The A/A partner is the
 // baseline's cubin loaded a second time as its own library, so the A/A pair runs separately loaded
 // code. The candidate, the baseline and the A/A partner write three output buffers per input set,
-// taking them in turn round by round (the reference keeps one). Cold samples flush L2 first
+// buffer k going with the k-th mirrored slot pair (the reference keeps one); the candidate's buffer
+// is poisoned before each checked round. Cold samples flush L2 first
 // (flush_l2 over 2x L2: evicts evict_last lines too, then a memset); warm samples of large shapes
 // rotate among input sets totalling >= 4x L2; sampling stops, after a whole cycle of orders, when
 // both medians are known to 1% (or at the time cap); sampled candidate outputs are compared on the
@@ -105,7 +106,7 @@ constexpr int kSpacers = 2;
 // How the timed paths share slot positions and output buffers (recorded with every result).
 constexpr const char* kSlotOrdersText =
     "rotated: candidate, baseline and A/A partner cycle through the six orders of X Y R Z Z R Y X, "
-    "and take three output buffers per input set in turn";
+    "with three output buffers per input set tied to the slot pairs";
 
 double copy_ceiling_ms(cudaStream_t s) {
   const std::size_t bytes = static_cast<std::size_t>(evaluator::roofline::kMinCopyBytes);
@@ -148,8 +149,8 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
       --sets;
   }
   // Per input set: x, the reference's output for the checks, and three output buffers that the
-  // candidate, the baseline and the A/A partner take in turn (path p writes ys[set][(p + r) % 3] in
-  // round r), so where a buffer lands in memory weighs on every path alike.
+  // candidate, the baseline and the A/A partner take with their slot pair (out_of below), so where
+  // a buffer lands in memory weighs on every path alike.
   std::vector<DeviceBuffer> x, yref;
   std::vector<std::array<DeviceBuffer, 3>> ys;
   for (int i = 0; i < sets; ++i) {
@@ -167,8 +168,9 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
            {"shape_class", evaluator::roofline::shape_class(rows, h, dt)},
            {"input_sets", sets},
            {"rotation_bytes", sets * 2 * bytes},
-           {"output_buffers", "three per input set, taken in turn by candidate, baseline and A/A "
-                              "partner"}};
+           {"output_buffers",
+            "three per input set, one per mirrored slot pair (candidate, baseline "
+            "and A/A partner take them with their slots)"}};
   std::unique_ptr<PathLauncher> pc, pb, pr, pa;
   try {
     pc = std::make_unique<PathLauncher>(&cand, device, dt, rows, h, h, x[0].data(), w.data(),
@@ -199,11 +201,29 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
     if (is_sticky(e)) throw StickyFault{e, "timed launch"};
     throw std::runtime_error("timed launch failed: " + cuda_error_text(e));
   };
-  // The output buffer of each path for input set `set` in round `round`.
+  auto launcher = [&](evaluator::bench::SlotPath path) -> const PathLauncher* {
+    switch (path) {
+    case evaluator::bench::SlotPath::kCandidate:
+      return pc.get();
+    case evaluator::bench::SlotPath::kBaseline:
+      return pb.get();
+    case evaluator::bench::SlotPath::kAaPartner:
+      return pa.get();
+    case evaluator::bench::SlotPath::kReference:
+      break;
+    }
+    return pr.get();
+  };
+  // The output buffer of a path in round `round`: the candidate, the baseline and the A/A partner
+  // write ys[set][k], k the mirrored slot pair they hold that round (0: slots 1 and 8, 1: slots 2
+  // and 7, 2: slots 4 and 5), so all three meet the same (position, buffer) pairs over a cycle; the
+  // reference writes yo.
   auto out_of = [&](const PathLauncher* p, int set, int round) -> void* {
-    const int path = p == pc.get() ? 0 : p == pb.get() ? 1 : p == pa.get() ? 2 : -1;
-    if (path < 0) return yo.data();
-    return ys[set][(path + round) % 3].data();
+    const auto order = evaluator::bench::kernel_slot_order(round);
+    const int first_slot[3] = {0, 1, 3};
+    for (int k = 0; k < 3; ++k)
+      if (launcher(order[first_slot[k]]) == p) return ys[set][k].data();
+    return yo.data();
   };
   for (int i = 0; i < 3; ++i) { // warm-up: modules loaded, clocks up
     for (const PathLauncher* p : {pc.get(), pb.get(), pr.get(), pa.get()})
@@ -212,7 +232,10 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
   check(cudaStreamSynchronize(s), "warm-up");
   const double target = protocol.value("target_rel_half_width", 0.01);
   const int min_rounds = protocol.value("min_rounds", 10);
-  const int max_rounds = protocol.value("max_rounds", 400);
+  // Whole cycles of slot orders only: the round cap is rounded down to a multiple of six.
+  const int max_rounds = std::max(evaluator::bench::kSlotOrders, protocol.value("max_rounds", 400) /
+                                                                     evaluator::bench::kSlotOrders *
+                                                                     evaluator::bench::kSlotOrders);
   const double cap_s = protocol.value("time_cap_s", 5.0);
   const int checks = protocol.value("output_checks", 3);
   const int batch = std::max(1, protocol.value("telemetry_every_rounds", 8));
@@ -232,19 +255,6 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
       const char* key;
       const PathLauncher* p;
       bool wrapper;
-    };
-    auto launcher = [&](evaluator::bench::SlotPath path) -> const PathLauncher* {
-      switch (path) {
-      case evaluator::bench::SlotPath::kCandidate:
-        return pc.get();
-      case evaluator::bench::SlotPath::kBaseline:
-        return pb.get();
-      case evaluator::bench::SlotPath::kAaPartner:
-        return pa.get();
-      case evaluator::bench::SlotPath::kReference:
-        break;
-      }
-      return pr.get();
     };
     // Round r runs orders[r % kSlotOrders]: the rotated kernel slots, then C B B C wrapper calls
     // (B C C B in odd rounds; kSlotOrders is even, so each cycle has both).
@@ -281,6 +291,14 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
       // The whole round is enqueued behind the blocking kernel and released at once, so every
       // slot starts on a busy stream: no slot (the first one after the previous round's
       // synchronize in particular) times the host's launch latency.
+      // A checked round first poisons the buffer the candidate will write (0xFF bytes: NaN in every
+      // dtype), so the check fails when its timed launches leave elements unwritten; another path
+      // wrote correct output there in an earlier round. Enqueued before the blocking kernel, it
+      // stays out of every timed interval.
+      if (check_rounds.count(r)) {
+        check(cudaMemsetAsync(out_of(pc.get(), set, r), 0xff, bytes, s),
+              "poison the checked output");
+      }
       flag.arm();
       check(block_stream(flag.release_dev(), flag.timed_out_dev(), kBlockTimeoutNs, s),
             "blocking kernel");
@@ -354,6 +372,7 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
                       {"stop", stop},
                       {"orders", orders_out},
                       {"order_rule", "round r runs orders[r % 6]"},
+                      {"max_rounds_whole_cycles", max_rounds},
                       {"untimed_spacers", kSpacers},
                       {"launch_queue", "blocking kernel per round (all slots enqueued first)"},
                       {"blocker_timeouts", blocker_timeouts},

@@ -164,6 +164,17 @@ TEST(GpuBenchTest, WrongTimedOutputFailsTheBenchmarkGate) {
   EXPECT_EQ(benchmark_gate(r.result["benchmark"]).status, GateStatus::kFail);
 }
 
+// Timed launches that write nothing must fail the timed output check. The buffer the candidate
+// writes in a round held another path's correct output from an earlier round (the three paths take
+// the buffers with their slot pairs), so the checked rounds poison it first.
+TEST(GpuBenchTest, TimedLaunchesThatWriteNothingFailTheOutputCheck) {
+  const GpuRunResult r = run_mode("benchmark", "corpus/p1_output_never_written", bench_options());
+  ASSERT_TRUE(r.result.contains("benchmark")) << gputest::describe(r);
+  const GateResult g = benchmark_gate(r.result["benchmark"]);
+  EXPECT_EQ(g.status, GateStatus::kFail);
+  EXPECT_NE(g.reason.find("timed output of round"), std::string::npos) << g.reason;
+}
+
 TEST(GpuBenchTest, PcsampleReportsStallReasonsAndSourceLines) {
   const GpuRunResult r =
       run_mode("pcsample", "baseline",
