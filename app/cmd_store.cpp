@@ -77,7 +77,8 @@ void check_output_path(const std::string& path, const char* option) {
   std::error_code ec;
   const auto parent = std::filesystem::absolute(path, ec).parent_path();
   if (std::filesystem::is_directory(path, ec) || !std::filesystem::is_directory(parent, ec) ||
-      ::access(parent.c_str(), W_OK) != 0)
+      ::access(parent.c_str(), W_OK) != 0 ||
+      (std::filesystem::exists(path, ec) && ::access(path.c_str(), W_OK) != 0))
     throw UsageError(fmt::format("cannot write {} {}: give a file path in an existing, writable "
                                  "folder",
                                  option, path));
@@ -217,8 +218,11 @@ std::string holdout_text(const store::SessionDetail& d) {
         fmt::format("holdout: candidate {}, {}, {}", r.candidate_id,
                     commitment_words(commitment_of(r.commitment_id)), store::name(r.status));
     const auto count = [&](const char* key) -> std::optional<std::int64_t> {
-      if (r.result.is_object() && r.result.contains(key) && r.result[key].is_number_integer())
-        return r.result[key].get<std::int64_t>();
+      // Case counts in [0, 2^31): anything else (a hand-edited row) is not shown as a count.
+      if (r.result.is_object() && r.result.contains(key) && r.result[key].is_number_integer()) {
+        const std::int64_t v = r.result[key].get<std::int64_t>();
+        if (v >= 0 && v < (std::int64_t{1} << 31)) return v;
+      }
       return std::nullopt;
     };
     if (const auto passed = count("passed"), failed = count("failed"); passed && failed)

@@ -170,38 +170,39 @@ GateResult benchmark_gate(const json& r) {
   }
   const bench::GeomeanSpeedup geomean =
       vs_baseline.empty() ? bench::GeomeanSpeedup{} : bench::geomean_speedup(vs_baseline);
-  g.evidence = {{"device", r.value("device", json::object())},
-                {"telemetry", r.value("telemetry", json::object())},
-                {"protocol", r.value("protocol", json::object())},
-                {"raw_samples_sha256", r.value("raw_samples_sha256", std::string())},
-                // What the A/A floor was measured against (absent from workers before 2026-11-30's
-                // seventh session, whose partner was the baseline's own functions).
-                {"aa_partner", r.value("aa_partner", std::string("the baseline's own functions"))},
-                // How slots were ordered (absent before 2026-11-30's eighth session: candidate and
-                // baseline alternated at the ends, the A/A partner sat in the middle slots and
-                // shared the baseline's output buffer).
-                {"slot_orders",
-                 r.value("slot_orders", std::string("fixed: C B R A A R B C, odd rounds B C R A A "
-                                                    "R C B; baseline, A/A and reference share "
-                                                    "one output buffer"))},
-                {"timing_scope", "kernel: CUDA events around the launch; wrapper: CUDA events "
-                                 "around the whole trusted-wrapper call"},
-                {"shapes", shapes_out},
-                {"summary",
-                 {{"faster", faster},
-                  {"slower", slower},
-                  {"indistinguishable", same},
-                  {"throttled_batches", throttled},
-                  {"geomean_speedup_vs_baseline", geomean.speedup},
-                  // Approximate 95 % interval of that geometric mean from the states' bootstrap
-                  // intervals (bench::geomean_speedup: measurement noise of this set of states).
-                  {"geomean_ci_lo", geomean.ci.lo},
-                  {"geomean_ci_hi", geomean.ci.hi},
-                  // The promotion rule's speed condition: every per-state decision already
-                  // compares the paired ratio's interval with that state's A/A noise floor
-                  // (bench::decide_speed), so a claimed speed-up needs at least one shape/state
-                  // faster beyond the floor and none slower beyond it.
-                  {"clears_noise_floor", faster > 0 && slower == 0}}}};
+  g.evidence = {
+      {"device", r.value("device", json::object())},
+      {"telemetry", r.value("telemetry", json::object())},
+      {"protocol", r.value("protocol", json::object())},
+      {"raw_samples_sha256", r.value("raw_samples_sha256", std::string())},
+      // What the A/A floor was measured against (absent from workers before 2026-11-30's
+      // seventh session, whose partner was the baseline's own functions).
+      {"aa_partner", r.value("aa_partner", std::string("the baseline's own functions"))},
+      // How slots were ordered (absent before 2026-11-30's eighth session: candidate and
+      // baseline alternated at the ends, the A/A partner sat in the middle slots and
+      // shared the baseline's output buffer).
+      {"slot_orders", r.value("slot_orders", std::string("fixed (before the rotation; each state's "
+                                                         "order fields give the slots): the A/A "
+                                                         "partner in the middle slots, sharing the "
+                                                         "baseline's output buffer"))},
+      {"timing_scope", "kernel: CUDA events around the launch; wrapper: CUDA events "
+                       "around the whole trusted-wrapper call"},
+      {"shapes", shapes_out},
+      {"summary",
+       {{"faster", faster},
+        {"slower", slower},
+        {"indistinguishable", same},
+        {"throttled_batches", throttled},
+        {"geomean_speedup_vs_baseline", geomean.speedup},
+        // Approximate 95 % interval of that geometric mean from the states' bootstrap
+        // intervals (bench::geomean_speedup: measurement noise of this set of states).
+        {"geomean_ci_lo", geomean.ci.lo},
+        {"geomean_ci_hi", geomean.ci.hi},
+        // The promotion rule's speed condition: every per-state decision already
+        // compares the paired ratio's interval with that state's A/A noise floor
+        // (bench::decide_speed), so a claimed speed-up needs at least one shape/state
+        // faster beyond the floor and none slower beyond it.
+        {"clears_noise_floor", faster > 0 && slower == 0}}}};
   if (!first_failure.empty()) {
     g.status = GateStatus::kFail;
     g.reason = first_failure;

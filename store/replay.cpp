@@ -63,7 +63,8 @@ std::vector<ReplayRow> replay_session(Store& store, std::int64_t session_id,
                             g.status == GateCode::kInfraError ? " (infra_error)" : "", why(g)));
           } else if (!had_result) { // no result recorded: new evidence, not a changed result
             const bool failed = g.status != GateCode::kPass;
-            row.newly_failed |= failed;
+            // Evidence against the record only where the record did not already reject.
+            row.newly_failed |= failed && c.candidate.verdict != VerdictCode::kReject;
             row.newly_run_gates.push_back(fmt::format("{}: recorded {}, now {}{}", g.name, before,
                                                       name(g.status),
                                                       failed ? why(g) : std::string()));

@@ -294,7 +294,8 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
       // A checked round first poisons the buffer the candidate will write (0xFF bytes: NaN in every
       // dtype), so the check fails when its timed launches leave elements unwritten; another path
       // wrote correct output there in an earlier round. Enqueued before the blocking kernel, it
-      // stays out of every timed interval.
+      // stays out of every timed interval; in a warm state it also leaves part of that buffer in
+      // L2 for the round (at most `output_checks` rounds of the run).
       if (check_rounds.count(r)) {
         check(cudaMemsetAsync(out_of(pc.get(), set, r), 0xff, bytes, s),
               "poison the checked output");

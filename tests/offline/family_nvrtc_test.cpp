@@ -245,7 +245,7 @@ TEST(FamilyNvrtcFloat32Baseline, Float32EntryCopiesTheBaselinesLaunchBound) {
 // Variant::float16_baseline and bfloat16_baseline: a handed half-precision entry compiles to the
 // baseline's own entry (same PTX, names aside, same ptxas resources); the dtype that stays
 // composite keeps the composite's entry.
-TEST(FamilyNvrtcFloat32Baseline, HandedHalfEntryIsTheBaselinesEntry) {
+TEST(FamilyNvrtcDtypeBaseline, HandedHalfEntryIsTheBaselinesEntry) {
   const BuildResult base = build(std::string(embedded_baseline_source()));
   ASSERT_EQ(base.result, NVRTC_SUCCESS) << base.log;
   const auto composite = variant_by_name("v16-tauto-b256-c2-shfl-pers-peel-wr-bl");
@@ -285,6 +285,16 @@ std::vector<std::string> curated_names() {
 
 INSTANTIATE_TEST_SUITE_P(Curated, FamilyNvrtc, ::testing::ValuesIn(curated_names()),
                          kloop::test_support::variant_param_name);
+
+// Members outside the curated set (which the GPU sweep and the explore rule use) that the policy
+// reaches: tune:dtype_baseline's half-type handoffs (the eighth session's call 3 promoted the
+// first).
+INSTANTIATE_TEST_SUITE_P(
+    PolicyReached, FamilyNvrtc,
+    ::testing::Values("v16-tauto-b256-c2-shfl-pers-peel-wr-bl-f32bl-f16bl",
+                      "v16-tauto-b256-c2-shfl-pers-peel-wr-bl-bf16bl",
+                      "v16-tauto-b256-c2-shfl-pers-peel-ef-wr-bl-f16bl-bf16bl"),
+    kloop::test_support::variant_param_name);
 
 } // namespace
 } // namespace kloop::rmsnorm
