@@ -105,8 +105,19 @@ int run_coverage(const CoverageArgs& a) {
       return usage("cannot read --check-record " + a.check_record +
                    "; give an existing "
                    "record file");
+    std::error_code dir_ec;
+    if (std::filesystem::is_directory(a.check_record, dir_ec))
+      return usage("--check-record " + a.check_record +
+                   " is a directory; give a record file written by --record FILE");
+    // Parsed without exceptions: a parser exception's text ("[json.exception.parse_error.101]
+    // ...") would reach the user raw.
+    const auto doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded())
+      return usage("--check-record " + a.check_record +
+                   " is not JSON; give a record file written by `kloop checker-coverage "
+                   "rmsnorm --record FILE`");
     try {
-      recorded = mutation::CoverageRecord::from_json(nlohmann::json::parse(in));
+      recorded = mutation::CoverageRecord::from_json(doc);
     } catch (const std::exception& e) {
       return usage(fmt::format("--check-record {}: {}", a.check_record, e.what()));
     }

@@ -24,6 +24,7 @@
 #include "store/receipt.h"
 #include "store/replay.h"
 #include "store/store.h"
+#include "store/text_view.h"
 
 namespace kloop::app {
 namespace {
@@ -196,55 +197,6 @@ void cmd_sessions(const Opts& o) {
   }
 }
 
-// The holdout lines of `kloop show`: per run, the commitment (short hash) and suite version, the
-// status, cases passed of the total when the result records them, whether the commitment was
-// verified against the revealed suite, and whether the suite was retired; a commitment without a
-// run says so.
-std::string holdout_text(const store::SessionDetail& d) {
-  if (d.holdout_commitments.empty() && d.holdout_runs.empty()) return "holdout: none recorded\n";
-  const auto commitment_of = [&](std::int64_t id) -> const store::HoldoutCommitmentRecord* {
-    for (const auto& c : d.holdout_commitments)
-      if (c.id == id) return &c;
-    return nullptr;
-  };
-  const auto commitment_words = [](const store::HoldoutCommitmentRecord* c) {
-    return c ? fmt::format("commitment {} (suite {})", c->commitment_sha256.substr(0, 12),
-                           c->suite_version.empty() ? "?" : c->suite_version)
-             : std::string("commitment not recorded");
-  };
-  std::string out;
-  for (const auto& r : d.holdout_runs) {
-    std::string line =
-        fmt::format("holdout: candidate {}, {}, {}", r.candidate_id,
-                    commitment_words(commitment_of(r.commitment_id)), store::name(r.status));
-    const auto count = [&](const char* key) -> std::optional<std::int64_t> {
-      // Case counts in [0, 2^31): anything else (a hand-edited row) is not shown as a count.
-      if (r.result.is_object() && r.result.contains(key) && r.result[key].is_number_integer()) {
-        const std::int64_t v = r.result[key].get<std::int64_t>();
-        if (v >= 0 && v < (std::int64_t{1} << 31)) return v;
-      }
-      return std::nullopt;
-    };
-    if (const auto passed = count("passed"), failed = count("failed"); passed && failed)
-      line += fmt::format(", {}/{} cases passed", *passed, *passed + *failed);
-    const auto verified = r.result.is_object()
-                              ? r.result.value("commitment_verified", nlohmann::json())
-                              : nlohmann::json();
-    line += verified.is_boolean()
-                ? (verified.get<bool>() ? ", commitment verified" : ", commitment MISMATCH")
-                : ", commitment not checked";
-    line += r.retired ? ", suite retired" : ", suite NOT retired";
-    out += line + "\n";
-  }
-  for (const auto& c : d.holdout_commitments) {
-    bool ran = false;
-    for (const auto& r : d.holdout_runs)
-      ran |= r.commitment_id == c.id;
-    if (!ran) out += fmt::format("holdout: {}, not run\n", commitment_words(&c));
-  }
-  return out;
-}
-
 void cmd_show(const Opts& o) {
   Store st = Store::open(o.dir, store::OpenMode::kReadOnly);
   const auto d = st.load_session(o.id);
@@ -285,7 +237,7 @@ void cmd_show(const Opts& o) {
       print(candidate_resources_text(c));
     }
   }
-  print(holdout_text(d));
+  print(store::holdout_text(d)); // store/text_view.h, shared with the HTML report
   if (d.promotion)
     print(
         fmt::format("promotion: {} (candidate {}): {}\n", store::name(d.promotion->decision),
@@ -436,6 +388,9 @@ void register_store_commands(CLI::App& app, int& exit_code) {
   sign->add_option("--reviewer", o->reviewer, "Reviewer identity")->required();
   sign->add_option("--out", o->out, "Write the receipt here (default stdout)");
   sign->callback([o, ec] {
+    if (o->reviewer.find_first_not_of(" \t\r\n\v\f") == std::string::npos)
+      throw UsageError("--reviewer is empty; give the reviewer's identity (a name or e-mail), "
+                       "which the receipt records as approval_identity.reviewer");
     store::KeyPair kp;
     try {
       kp = store::read_secret_key(o->key);
@@ -458,6 +413,10 @@ void register_store_commands(CLI::App& app, int& exit_code) {
     } catch (const store::NoSuchSession& e) {
       std::fprintf(stderr, "kloop receipt sign: %s\n", e.what());
       *ec = kExitUsage;
+      return;
+    } catch (const store::DamagedStore& e) { // missing/altered evidence: the store is damaged
+      std::fprintf(stderr, "kloop receipt sign: %s\n", e.what());
+      *ec = kExitCouldNotFinish;
       return;
     } catch (const store::StoreError& e) {
       std::fprintf(stderr, "kloop receipt sign: %s\n", e.what());

@@ -14,6 +14,14 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+// A store that exists but whose content is damaged: a blob a record names is missing or no longer
+// hashes to its name, or a row holds a code this binary does not know. Not the caller's mistake:
+// the CLI exits 3 (could not finish) and points at `kloop store verify`.
+class DamagedStore : public StoreError {
+public:
+  using StoreError::StoreError;
+};
+
 // The session ID names no session of this store: a caller's mistake (the CLI exits 2, usage),
 // not a store fault.
 class NoSuchSession : public StoreError {

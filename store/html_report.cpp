@@ -7,11 +7,15 @@
 #include <fmt/core.h>
 
 #include "store/store.h"
+#include "store/text_view.h"
 
 namespace kloop::store {
 namespace {
 
-std::string esc(std::string_view s) {
+// HTML-escapes `raw`; bytes that are not valid UTF-8 (an edited or damaged row) become U+FFFD,
+// never raw bytes in a page that declares charset utf-8.
+std::string esc(std::string_view raw) {
+  const std::string s = replace_invalid_utf8(raw);
   std::string out;
   for (char c : s) {
     switch (c) {
@@ -225,6 +229,32 @@ std::string stalls(const SessionDetail& d) {
   return s + "</svg>\n";
 }
 
+// The sealed holdout, as `kloop show` lists it (holdout_lines): one row per run or unrun
+// commitment with the full commitment hash, suite version, status, cases passed/total, whether
+// the commitment was verified and the suite retired.
+std::string holdout(const SessionDetail& d) {
+  const auto lines = holdout_lines(d);
+  if (lines.empty()) return missing("holdout", "no sealed holdout recorded");
+  std::string s = "<table id=\"holdout\"><tr><th>candidate</th><th>commitment sha256</th>"
+                  "<th>suite version</th><th>status</th><th>cases passed/total</th>"
+                  "<th>commitment verified</th><th>retired</th></tr>\n";
+  const auto yes_no = [](const std::optional<bool>& v, const char* none) {
+    return v ? (*v ? "yes" : "NO") : none;
+  };
+  for (const auto& l : lines)
+    s += fmt::format(
+        "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td></tr>\n",
+        l.candidate_id ? std::to_string(*l.candidate_id) : "none",
+        l.commitment_recorded ? esc(l.commitment_sha256) : "not recorded",
+        l.commitment_recorded && !l.suite_version.empty() ? esc(l.suite_version) : "?",
+        esc(l.status),
+        l.passed && l.total ? fmt::format("{}/{}", *l.passed, *l.total) : std::string("-"),
+        yes_no(l.commitment_verified, l.candidate_id ? "not checked" : "-"),
+        yes_no(l.retired, "-"));
+  return s + "</table>\n";
+}
+
 } // namespace
 
 std::string render_html_report(const SessionDetail& d) {
@@ -250,6 +280,7 @@ std::string render_html_report(const SessionDetail& d) {
   h += "<h2>Roofline position of each candidate</h2>\n" + roofline(d);
   h += "<h2>Speed-up per iteration (with interval)</h2>\n" + speedup(d);
   h += "<h2>Stall reasons (CUPTI PC sampling)</h2>\n" + stalls(d);
+  h += "<h2>Sealed holdout</h2>\n" + holdout(d);
   return h + "</body></html>\n";
 }
 

@@ -1,7 +1,9 @@
 // `kloop report ID --html FILE`: one self-contained HTML page (inline CSS and SVG, no scripts,
 // no external fonts or images) with the session's timeline, per-iteration gate outcomes, the
 // roofline position of each candidate, speed-up per iteration with intervals and the stall-reason
-// histogram. Missing data is said in words ("no benchmark data (not run: no device)").
+// histogram, and the sealed holdout (table id "holdout", the data of `kloop show`'s holdout
+// lines). Stored text is HTML-escaped, invalid UTF-8 replaced by U+FFFD. Missing data is said in
+// words ("no benchmark data (not run: no device)").
 #pragma once
 
 #include <string>

@@ -87,6 +87,95 @@ json holdout_section(const SessionDetail& d, const CandidateDetail* c) {
           {"retired", run ? json(run->retired) : json()}};
 }
 
+// Throws DamagedStore unless blob `sha`, named by payload field `field` of session `id`, is in the
+// store and re-hashes to its name (BlobStore::check, the check `kloop store verify` makes). A null
+// `sha` is no evidence, not damage: sign_payload lists it among the null fields.
+void require_intact_blob(const Store& store, std::int64_t id, const std::string& field,
+                         const json& sha) {
+  if (sha.is_null()) return;
+  const std::string text = sha.is_string() ? sha.get<std::string>() : sha.dump();
+  std::string state;
+  if (!sha.is_string() || !is_sha256_hex(text)) {
+    state = "not a SHA-256 hex digest (an edited or damaged row)";
+  } else {
+    switch (store.blobs().check(text)) {
+    case BlobState::kOk:
+      return;
+    case BlobState::kMissing:
+      state = "missing from the store";
+      break;
+    case BlobState::kAltered:
+      state = "altered (its bytes no longer hash to its name)";
+      break;
+    }
+  }
+  throw DamagedStore(fmt::format(
+      "receipt: session {}: `{}` names blob {}, which is {}; the evidence is damaged, so nothing "
+      "is signed or recorded; run `kloop store verify` and restore the store from a backup",
+      id, field, text, state));
+}
+
+// Checks every blob the payload names (require_intact_blob): the candidate source, the loaded
+// cubin, the case results, the sanitizer reports, the raw benchmark samples and the holdout report.
+void require_payload_blobs(const Store& store, std::int64_t id, const json& p) {
+  const auto at = [&](const char* pointer) {
+    const json::json_pointer ptr(pointer);
+    return p.contains(ptr) ? p.at(ptr) : json();
+  };
+  require_intact_blob(store, id, "candidate_source_sha256", at("/candidate_source_sha256"));
+  require_intact_blob(store, id, "loaded_artifact_sha256", at("/loaded_artifact_sha256"));
+  require_intact_blob(store, id, "correctness.case_results_uri_and_sha256.sha256",
+                      at("/correctness/case_results_uri_and_sha256/sha256"));
+  const auto each = [&](const char* list, const char* key, const char* dotted) {
+    const json items = at(list);
+    if (!items.is_array()) return;
+    for (std::size_t i = 0; i < items.size(); ++i)
+      require_intact_blob(store, id, fmt::format("{}[{}].{}", dotted, i, key),
+                          field_or_null(items[i], key));
+  };
+  each("/sanitizers/commands_and_report_hashes", "report_sha256",
+       "sanitizers.commands_and_report_hashes");
+  each("/benchmark/raw_samples_uri_and_sha256", "sha256", "benchmark.raw_samples_uri_and_sha256");
+  require_intact_blob(store, id, "holdout.report_uri_and_sha256.sha256",
+                      at("/holdout/report_uri_and_sha256/sha256"));
+}
+
+// Throws DamagedStore when a status, verdict or decision code that the receipt reads (session
+// row, promotion, the receipt's candidate and its gates, holdout runs) is one this binary does
+// not know (an edited or damaged row): its name would be "unknown" in a signed payload.
+void require_known_codes(const SessionDetail& d, std::int64_t id) {
+  struct Code {
+    std::string field;
+    std::string_view name;
+    int value;
+  };
+  std::vector<Code> codes{
+      {"session status", name(d.session.status), static_cast<int>(d.session.status)}};
+  if (d.session.verdict)
+    codes.push_back(
+        {"session verdict", name(*d.session.verdict), static_cast<int>(*d.session.verdict)});
+  if (d.promotion)
+    codes.push_back({"promotion decision", name(d.promotion->decision),
+                     static_cast<int>(d.promotion->decision)});
+  if (const CandidateDetail* c = d.best_candidate()) {
+    codes.push_back({fmt::format("verdict of candidate {}", c->candidate.id),
+                     name(c->candidate.verdict), static_cast<int>(c->candidate.verdict)});
+    for (const auto& g : c->gates)
+      codes.push_back({fmt::format("status of gate `{}` of candidate {}", g.name, c->candidate.id),
+                       name(g.status), static_cast<int>(g.status)});
+  }
+  for (const auto& r : d.holdout_runs)
+    codes.push_back({fmt::format("status of holdout run {}", r.id), name(r.status),
+                     static_cast<int>(r.status)});
+  for (const auto& code : codes)
+    if (code.name == "unknown")
+      throw DamagedStore(fmt::format(
+          "receipt: session {}: the {} holds code {}, which this kloop does not know (an edited "
+          "or damaged row, or a newer kloop wrote it); nothing is signed or recorded; check it "
+          "with `kloop show {}` and run `kloop store verify`",
+          id, code.field, code.value, id));
+}
+
 void collect_nulls(const json& v, const std::string& path, std::vector<std::string>& out) {
   if (v.is_null()) {
     out.push_back(path);
@@ -288,6 +377,7 @@ json sign_payload(const json& payload, const KeyPair& key) {
 json sign_session_receipt(Store& store, std::int64_t id, const KeyPair& key,
                           const std::string& reviewer) {
   const SessionDetail d = store.load_session(id);
+  require_known_codes(d, id);
   // Every recorded gate of a promoted candidate must have passed, not only the three the payload
   // carries (format, contract, build, static and roofline too).
   if (d.promotion && d.promotion->decision == Decision::kPromoted) {
@@ -305,7 +395,11 @@ json sign_session_receipt(Store& store, std::int64_t id, const KeyPair& key,
             "damaged?); check it with `kloop show {}`",
             id, g.name, c->candidate.id, name(g.status), id));
   }
+  if (const CandidateDetail* c = d.best_candidate(); c && !c->candidate.manifest_sha256.empty())
+    require_intact_blob(store, id, fmt::format("manifest of candidate {}", c->candidate.id),
+                        c->candidate.manifest_sha256);
   const json payload = build_receipt_payload(d, receipt_manifest(store, d), reviewer, key.key_id);
+  require_payload_blobs(store, id, payload);
   json receipt = sign_payload(payload, key);
   auto step = store.begin_step();
   ReceiptRecord r;

@@ -61,7 +61,10 @@ nlohmann::json sign_payload(const nlohmann::json& payload, const KeyPair& key);
 
 // Builds, signs and records (blob + receipts row, one step) the receipt of session `id`. Throws
 // StoreError, recording nothing, when the session is recorded as promoted but its promoted
-// candidate's verdict or any of its recorded gates is not pass, and for sign_payload's reasons.
+// candidate's verdict or any of its recorded gates is not pass, and for sign_payload's reasons;
+// DamagedStore (checked first) when a status/verdict/decision code it reads is unknown, or a blob
+// the payload names (candidate source and manifest, loaded cubin, case results, sanitizer reports,
+// raw benchmark samples, holdout report) is missing or does not re-hash to its name.
 nlohmann::json sign_session_receipt(Store& store, std::int64_t id, const KeyPair& key,
                                     const std::string& reviewer);
 

@@ -54,10 +54,18 @@ std::vector<ReplayRow> replay_session(Store& store, std::int64_t session_id,
         for (const auto& g : out.gates) {
           const GateRecord* old = c.gate(g.name);
           const std::string before = old ? std::string(name(old->status)) : "absent";
-          if (before == name(g.status)) continue;
+          // A gate that could not run when recorded (not_run, infra_error) and still cannot was
+          // not re-checked: not re-run (exit 3 in `kloop replay`), not unchanged. Where the record
+          // rejected the candidate, its later gates were not run because of that rejection, and
+          // nothing is lost.
+          const bool still_unrun =
+              (g.status == GateCode::kNotRun || g.status == GateCode::kInfraError) &&
+              c.candidate.verdict != VerdictCode::kReject;
+          if (before == name(g.status) && !still_unrun) continue;
           const bool had_result = old && old->status != GateCode::kNotRun;
           if (g.status == GateCode::kNotRun ||
-              (!had_result && g.status == GateCode::kInfraError)) { // nothing checked now
+              (g.status == GateCode::kInfraError &&
+               (!had_result || old->status == GateCode::kInfraError))) { // nothing checked now
             row.not_rerun_gates.push_back(
                 fmt::format("{}: recorded {}, not re-run{}{}", g.name, before,
                             g.status == GateCode::kInfraError ? " (infra_error)" : "", why(g)));

@@ -61,7 +61,9 @@ struct ReplayRow {
 
 // Iterates the session's candidates in order. `reevaluate` null: rows carry recorded verdicts
 // only. A gate that did not run now (not_run) while its recorded status is another one (or none
-// was recorded) lands in not_rerun_gates, not in changed_gates; one recorded not_run (or absent)
+// was recorded), or that could not run either time (not_run or infra_error, recorded and now;
+// except for a candidate the record rejected, whose later gates were skipped by that rejection),
+// lands in not_rerun_gates, not in changed_gates; one recorded not_run (or absent)
 // that ran now lands in newly_run_gates. A verdict that is now pending_device_validation counts as
 // changed only when a gate that did run changed; a recorded pending_device_validation that is now
 // pass through newly run gates that all passed (or reject through one that newly failed) is not a

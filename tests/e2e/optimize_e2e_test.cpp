@@ -202,6 +202,26 @@ TEST(OptimizeE2E, NegativeSeedAndNanBudgetAreUsageErrors) {
   fs::remove_all(store);
 }
 
+// `checker-coverage --check-record FILE` with a file that is not JSON (or a folder) is a usage
+// error naming the option and the file, never a raw parser exception, before any mutant runs.
+TEST(OptimizeE2E, CheckRecordThatIsNotJsonIsAUsageErrorNamingTheOption) {
+  const fs::path dir = fresh_dir("ccrecord");
+  const fs::path notjson = dir / "record.txt";
+  std::ofstream(notjson) << "score: 0.9\n";
+  const auto r = kloop_run({"checker-coverage", "rmsnorm", "--check-record", notjson.string()});
+  const std::string all = r.stdout_text + r.stderr_text;
+  EXPECT_EQ(r.exit_code, 2) << all;
+  EXPECT_NE(all.find("--check-record " + notjson.string() + " is not JSON"), std::string::npos)
+      << all;
+  EXPECT_EQ(all.find("json.exception"), std::string::npos) << all;
+  EXPECT_EQ(all.find("mutants of"), std::string::npos) << "the analysis started: " << all;
+  const auto d = kloop_run({"checker-coverage", "rmsnorm", "--check-record", dir.string()});
+  EXPECT_EQ(d.exit_code, 2) << d.stdout_text << d.stderr_text;
+  EXPECT_NE((d.stdout_text + d.stderr_text).find("is a directory"), std::string::npos)
+      << d.stdout_text << d.stderr_text;
+  fs::remove_all(dir);
+}
+
 TEST(OptimizeE2E, OpenAiCompatibleServerGetsBuildErrorsInSecondPrompt) {
   const std::string broken =
       "#include <cuda_fp16.h>\nextern \"C\" __global__ void rms_f32(const float* x, const float* "

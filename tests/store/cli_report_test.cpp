@@ -216,6 +216,42 @@ TEST(StoreCliTest, DamagedTextIsPrintedWithReplacementAndANote) {
       << text.out;
 }
 
+// The HTML report carries the sealed holdout as `kloop show` does (full commitment hash, suite,
+// status, cases passed/total, commitment verified, retired), and stored text that is not valid
+// UTF-8 is written with U+FFFD, never as raw bytes.
+TEST(StoreCliTest, HtmlReportHasTheHoldoutAndNoInvalidUtf8) {
+  TempDir t;
+  const std::string s = t.path() + "/s";
+  ASSERT_EQ(sh(bin("store_fake_session_driver") + " " + s + " 3 --finish").rc, 0);
+  const std::string cli = bin("store_cli") + " ";
+  const std::string out = t.path() + "/r.html";
+  ASSERT_EQ(sh(cli + "report 1 --html " + out + " --store " + s).rc, 0);
+  const std::string html = read(out);
+  const auto table = html.find("<table id=\"holdout\">");
+  ASSERT_NE(table, std::string::npos) << html;
+  EXPECT_NE(html.find("<tr><td>3</td><td><code>" + std::string(64, 'e') +
+                          "</code></td><td>h1</td><td>pass</td><td>48/48</td><td>yes</td>"
+                          "<td>yes</td></tr>",
+                      table),
+            std::string::npos)
+      << html.substr(table);
+  // A commitment that never ran, and text with invalid UTF-8 bytes in the session row.
+  edit_db(s, "DELETE FROM holdout_runs; UPDATE sessions SET model = CAST(X'6275696c74ff' AS "
+             "TEXT), operator = CAST(X'77fe3c' AS TEXT)");
+  ASSERT_EQ(sh(cli + "report 1 --html " + out + " --store " + s).rc, 0);
+  const std::string damaged = read(out);
+  EXPECT_NE(damaged.find("<td>none</td><td><code>" + std::string(64, 'e') +
+                         "</code></td><td>h1</td><td>not run</td><td>-</td><td>-</td><td>-</td>"),
+            std::string::npos)
+      << damaged;
+  EXPECT_EQ(damaged.find('\xff'), std::string::npos);
+  EXPECT_EQ(damaged.find('\xfe'), std::string::npos);
+  EXPECT_NE(damaged.find("built\xEF\xBF\xBD"), std::string::npos);
+  EXPECT_NE(damaged.find("w\xEF\xBF\xBD&lt;"), std::string::npos); // replaced, then escaped
+  // The whole page is valid UTF-8 (the serializer throws type_error 316 otherwise).
+  EXPECT_NO_THROW((void)nlohmann::json(damaged).dump());
+}
+
 // `kloop sessions` never cuts a name (the operator and provider/model columns are as wide as
 // their longest value) and marks checker-coverage runs (kind column, "kind" in --json).
 TEST(StoreCliTest, SessionsShowsWholeNamesAndMarksCheckerCoverageRuns) {
@@ -290,6 +326,15 @@ TEST(StoreCliTest, ReplayListsNewlyRunGatesApartFromChangedOnes) {
     st.finish_session(rec.id, SessionStatus::kCompleted, VerdictCode::kPendingDeviceValidation);
   }
   const std::string cli = bin("store_cli") + " ";
+  // Replayed on a machine without a GPU too: the device gates still did not run, so the replay
+  // could not finish (3) and names them as not re-run.
+  const Proc cpu = sh("KLOOP_TEST_REPLAY=cpu " + cli + "replay 1 --store " + s);
+  EXPECT_EQ(cpu.rc, 3) << cpu.out;
+  EXPECT_NE(cpu.out.find("4 gate(s) not re-run here: correctness: recorded not_run, not re-run "
+                         "(no CUDA device);"),
+            std::string::npos)
+      << cpu.out;
+  EXPECT_EQ(cpu.out.find("CHANGED"), std::string::npos) << cpu.out;
   const Proc pass = sh("KLOOP_TEST_REPLAY=pass " + cli + "replay 1 --store " + s);
   EXPECT_EQ(pass.rc, 0) << pass.out;
   EXPECT_NE(pass.out.find("recorded pending_device_validation, now pass; 4 gate(s) newly run: "
@@ -319,6 +364,31 @@ TEST(StoreCliTest, ReplayListsNewlyRunGatesApartFromChangedOnes) {
       sh("(KLOOP_TEST_REPLAY=fail " + cli + "replay 1 --json --store " + s + " 2>/dev/null)");
   EXPECT_EQ(fj.rc, 1) << fj.out;
   EXPECT_TRUE(nlohmann::json::parse(fj.out)["candidates"][0]["newly_failed"].get<bool>());
+}
+
+// `receipt sign` over a damaged store (a blob the payload names is missing) could not finish (3),
+// names the field and points at `kloop store verify`; a blank --reviewer is a usage error (2).
+// Neither records a receipt.
+TEST(StoreCliTest, ReceiptSignRefusesDamagedEvidenceAndABlankReviewer) {
+  TempDir t;
+  const std::string s = t.path() + "/s";
+  ASSERT_EQ(sh(bin("store_fake_session_driver") + " " + s + " 2 --finish").rc, 0);
+  const std::string cli = bin("store_cli") + " ";
+  ASSERT_EQ(sh(cli + "keys generate --out " + t.path() + "/key.json").rc, 0);
+  const std::string sign = cli + "receipt sign 1 --key " + t.path() + "/key.json --store " + s;
+  for (const char* blank : {"''", "'   '", "\"$(printf ' \\t ')\""}) {
+    const Proc p = sh(sign + " --reviewer " + blank);
+    EXPECT_EQ(p.rc, 2) << blank << ": " << p.out;
+    EXPECT_NE(p.out.find("--reviewer is empty"), std::string::npos) << p.out;
+  }
+  const auto j = nlohmann::json::parse(sh(cli + "show 1 --json --store " + s).out);
+  const std::string src = j["iterations"][1]["candidates"][0]["source_sha256"];
+  std::filesystem::remove(s + "/blobs/" + src.substr(0, 2) + "/" + src.substr(2));
+  const Proc p = sh(sign + " --reviewer bob");
+  EXPECT_EQ(p.rc, 3) << p.out;
+  EXPECT_NE(p.out.find("`candidate_source_sha256` names blob " + src), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("kloop store verify"), std::string::npos) << p.out;
+  EXPECT_TRUE(Store::open(s).load_session(1).receipts.empty());
 }
 
 // A file or folder named on the command line that does not exist or cannot be read is a usage

@@ -6,6 +6,9 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <functional>
 
 #include "store/error.h"
 #include "store/hash.h"
@@ -258,6 +261,96 @@ TEST(ReceiptTest, HoldoutThatDidNotPassOrDidNotRunIsNotSigned) {
   EXPECT_NE(std::find(nulls.begin(), nulls.end(), "holdout.retired"), nulls.end());
   EXPECT_THROW(sign_session_receipt(st, rec.id, kp, "alice"), StoreError);
   EXPECT_TRUE(st.load_session(rec.id).receipts.empty());
+}
+
+// Signing re-hashes every blob the payload names (and the manifest it reads): one missing or
+// altered blob, or a status/verdict code this binary does not know, is a damaged store
+// (DamagedStore, the CLI exits 3); the message names the field and the blob, and nothing is
+// recorded.
+TEST(ReceiptTest, DamagedEvidenceOrUnknownCodesAreNotSigned) {
+  const KeyPair kp = generate_keypair();
+  // Fresh signable session; `damage` breaks it given the unsigned payload; signing must throw
+  // DamagedStore mentioning every word of `words` and record nothing.
+  const auto refuses =
+      [&](const std::string& what,
+          const std::function<std::vector<std::string>(TempDir&, Store&, const nlohmann::json&)>&
+              damage) {
+        SCOPED_TRACE(what);
+        TempDir t;
+        std::int64_t id = 0;
+        nlohmann::json p;
+        std::vector<std::string> words;
+        {
+          Store st = Store::open(t.path());
+          id = testing::write_fake_session(st, 2);
+          const SessionDetail d = st.load_session(id);
+          p = build_receipt_payload(d, receipt_manifest(st, d), "alice", kp.key_id);
+          ASSERT_TRUE(null_fields(p).empty()) << p.dump();
+          words = damage(t, st, p);
+        }
+        Store st = Store::open(t.path());
+        try {
+          sign_session_receipt(st, id, kp, "alice");
+          FAIL() << "signed after damage: " << what;
+        } catch (const DamagedStore& e) {
+          for (const auto& w : words)
+            EXPECT_TRUE(mentions(e.what(), w)) << e.what();
+          EXPECT_TRUE(mentions(e.what(), "kloop store verify")) << e.what();
+        }
+        EXPECT_TRUE(st.load_session(id).receipts.empty());
+      };
+  const auto blob_file = [](TempDir& t, const std::string& sha) {
+    return t.path() + "/blobs/" + sha.substr(0, 2) + "/" + sha.substr(2);
+  };
+  const auto remove_blob = [&](const nlohmann::json::json_pointer& ptr, const std::string& field) {
+    return [=](TempDir& t, Store&, const nlohmann::json& p) -> std::vector<std::string> {
+      const std::string sha = p.at(ptr);
+      EXPECT_EQ(std::remove(blob_file(t, sha).c_str()), 0) << sha;
+      return {"`" + field + "`", sha, "missing"};
+    };
+  };
+  const auto alter_blob = [&](const nlohmann::json::json_pointer& ptr, const std::string& field) {
+    return [=](TempDir& t, Store&, const nlohmann::json& p) -> std::vector<std::string> {
+      const std::string sha = p.at(ptr);
+      const std::string f = blob_file(t, sha);
+      ::chmod(f.c_str(), 0644);
+      std::ofstream(f, std::ios::binary | std::ios::trunc) << "altered bytes";
+      return {"`" + field + "`", sha, "altered"};
+    };
+  };
+  using ptr = nlohmann::json::json_pointer;
+  refuses("source missing",
+          remove_blob(ptr("/candidate_source_sha256"), "candidate_source_sha256"));
+  refuses("cubin altered", alter_blob(ptr("/loaded_artifact_sha256"), "loaded_artifact_sha256"));
+  refuses("case results missing",
+          remove_blob(ptr("/correctness/case_results_uri_and_sha256/sha256"),
+                      "correctness.case_results_uri_and_sha256.sha256"));
+  refuses("raw samples altered", alter_blob(ptr("/benchmark/raw_samples_uri_and_sha256/0/sha256"),
+                                            "benchmark.raw_samples_uri_and_sha256[0].sha256"));
+  refuses("sanitizer report missing",
+          remove_blob(ptr("/sanitizers/commands_and_report_hashes/0/report_sha256"),
+                      "sanitizers.commands_and_report_hashes[0].report_sha256"));
+  refuses("holdout report altered", alter_blob(ptr("/holdout/report_uri_and_sha256/sha256"),
+                                               "holdout.report_uri_and_sha256.sha256"));
+  refuses("manifest missing",
+          [&](TempDir& t, Store& st, const nlohmann::json&) -> std::vector<std::string> {
+            const auto d = st.load_session(1);
+            const std::string sha = d.best_candidate()->candidate.manifest_sha256;
+            EXPECT_EQ(std::remove(blob_file(t, sha).c_str()), 0) << sha;
+            return {"manifest of candidate 2", sha};
+          });
+  const auto edit = [](const std::string& sql, std::vector<std::string> words) {
+    return [=](TempDir& t, Store&, const nlohmann::json&) {
+      Db("file:" + t.path() + "/kloop.db", SQLITE_OPEN_READWRITE, "test edit").exec(sql);
+      return words;
+    };
+  };
+  refuses("unknown session status",
+          edit("UPDATE sessions SET status = 9", {"session status holds code 9"}));
+  refuses("unknown session verdict",
+          edit("UPDATE sessions SET verdict = 7", {"session verdict holds code 7"}));
+  refuses("unknown promotion decision",
+          edit("UPDATE promotion_decisions SET decision = 5", {"promotion decision holds code 5"}));
 }
 
 TEST(ReceiptTest, NullsInsideListsAlsoBlockSigning) {

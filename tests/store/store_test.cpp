@@ -10,6 +10,7 @@
 #include "store/hash.h"
 #include "store/replay.h"
 #include "store/schema.h"
+#include "store/sqlite.h"
 #include "store/store.h"
 #include "tests/store/fixture.h"
 
@@ -243,6 +244,38 @@ TEST(StoreTest, ReplayTellsGatesThatCouldNotRunFromChangedOnes) {
   EXPECT_TRUE(rows2[1].changed);
   ASSERT_EQ(rows2[1].changed_gates.size(), 1u);
   EXPECT_EQ(rows2[1].changed_gates[0], "correctness: pass -> fail");
+}
+
+// A session recorded without a GPU, replayed without a GPU: its device gates were not_run and
+// still are. Nothing was re-checked, so they are listed as not re-run (the CLI exits 3), not
+// skipped as unchanged; a candidate the record rejected keeps its skipped later gates unlisted.
+TEST(StoreTest, ReplayListsGatesThatStillCouldNotRunAsNotRerun) {
+  TempDir t;
+  Store st = Store::open(t.path());
+  const std::int64_t sid = testing::write_fake_session(st, 2, "offline", "builtin-v1",
+                                                       /*with_device=*/false);
+  // Record the passing candidate's device gates as not_run (a machine without a GPU) and one of
+  // them as infra_error.
+  Db("file:" + t.path() + "/kloop.db", SQLITE_OPEN_READWRITE, "test edit")
+      .exec("UPDATE gate_results SET status = 4, reason = 'no device' WHERE candidate_id = 2 AND "
+            "name IN ('correctness', 'sanitizer', 'benchmark'); UPDATE gate_results SET status = "
+            "5 WHERE candidate_id = 2 AND name = 'roofline'; UPDATE candidates SET verdict = 2 "
+            "WHERE id = 2");
+  Store again = Store::open(t.path());
+  const Reevaluate unchanged = [](const ReplayCandidate& c) {
+    return ReplayOutcome{c.recorded_verdict, c.recorded_gates};
+  };
+  const auto rows = replay_session(again, sid, &unchanged);
+  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_EQ(rows[1].not_rerun_gates.size(), 4u);
+  EXPECT_EQ(rows[1].not_rerun_gates[0], "correctness: recorded not_run, not re-run (no device)");
+  EXPECT_EQ(rows[1].not_rerun_gates[3].rfind("roofline: recorded infra_error, not re-run", 0), 0u)
+      << rows[1].not_rerun_gates[3];
+  EXPECT_TRUE(rows[1].changed_gates.empty()) << rows[1].changed_gates.front();
+  EXPECT_FALSE(rows[1].changed);
+  EXPECT_FALSE(replay_found_regression(rows));
+  // Candidate 1 was rejected at correctness: its later gates were skipped by the rejection.
+  EXPECT_TRUE(rows[0].not_rerun_gates.empty()) << rows[0].not_rerun_gates.front();
 }
 
 // Replay where gates recorded not_run now run: new evidence, listed apart from changed results.

@@ -1,0 +1,94 @@
+// Holdout lines and UTF-8 replacement shared by `kloop show` and the HTML report.
+#include "store/text_view.h"
+
+#include <fmt/core.h>
+
+#include "store/store.h"
+
+namespace kloop::store {
+
+std::string replace_invalid_utf8(std::string_view s) {
+  // nlohmann's serializer validates UTF-8; error_handler_t::replace writes U+FFFD for invalid
+  // bytes, and parsing the JSON string back gives the repaired text.
+  const nlohmann::json text = std::string(s);
+  return nlohmann::json::parse(text.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+      .get<std::string>();
+}
+
+std::vector<HoldoutLine> holdout_lines(const SessionDetail& d) {
+  std::vector<HoldoutLine> out;
+  const auto commitment_of = [&](std::int64_t id) -> const HoldoutCommitmentRecord* {
+    for (const auto& c : d.holdout_commitments)
+      if (c.id == id) return &c;
+    return nullptr;
+  };
+  const auto fill_commitment = [](HoldoutLine& line, const HoldoutCommitmentRecord* c) {
+    if (!c) return;
+    line.commitment_recorded = true;
+    line.commitment_sha256 = c->commitment_sha256;
+    line.suite_version = c->suite_version;
+  };
+  for (const auto& r : d.holdout_runs) {
+    HoldoutLine line;
+    line.candidate_id = r.candidate_id;
+    fill_commitment(line, commitment_of(r.commitment_id));
+    line.status = std::string(name(r.status));
+    const auto count = [&](const char* key) -> std::optional<std::int64_t> {
+      // Case counts in [0, 2^31): anything else (a hand-edited row) is not shown as a count.
+      if (r.result.is_object() && r.result.contains(key) && r.result[key].is_number_integer()) {
+        const std::int64_t v = r.result[key].get<std::int64_t>();
+        if (v >= 0 && v < (std::int64_t{1} << 31)) return v;
+      }
+      return std::nullopt;
+    };
+    if (const auto passed = count("passed"), failed = count("failed"); passed && failed) {
+      line.passed = *passed;
+      line.total = *passed + *failed;
+    }
+    const auto verified = r.result.is_object()
+                              ? r.result.value("commitment_verified", nlohmann::json())
+                              : nlohmann::json();
+    if (verified.is_boolean()) line.commitment_verified = verified.get<bool>();
+    line.retired = r.retired;
+    out.push_back(std::move(line));
+  }
+  for (const auto& c : d.holdout_commitments) {
+    bool ran = false;
+    for (const auto& r : d.holdout_runs)
+      ran |= r.commitment_id == c.id;
+    if (ran) continue;
+    HoldoutLine line;
+    fill_commitment(line, &c);
+    line.status = "not run";
+    out.push_back(std::move(line));
+  }
+  return out;
+}
+
+std::string holdout_text(const SessionDetail& d) {
+  const auto lines = holdout_lines(d);
+  if (lines.empty()) return "holdout: none recorded\n";
+  std::string out;
+  for (const auto& l : lines) {
+    const std::string commitment =
+        l.commitment_recorded
+            ? fmt::format("commitment {} (suite {})", l.commitment_sha256.substr(0, 12),
+                          l.suite_version.empty() ? "?" : l.suite_version)
+            : std::string("commitment not recorded");
+    if (!l.candidate_id) {
+      out += fmt::format("holdout: {}, {}\n", commitment, l.status);
+      continue;
+    }
+    std::string line =
+        fmt::format("holdout: candidate {}, {}, {}", *l.candidate_id, commitment, l.status);
+    if (l.passed && l.total) line += fmt::format(", {}/{} cases passed", *l.passed, *l.total);
+    line += l.commitment_verified
+                ? (*l.commitment_verified ? ", commitment verified" : ", commitment MISMATCH")
+                : ", commitment not checked";
+    line += l.retired.value_or(false) ? ", suite retired" : ", suite NOT retired";
+    out += line + "\n";
+  }
+  return out;
+}
+
+} // namespace kloop::store

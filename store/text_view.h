@@ -1,0 +1,37 @@
+// Views of store content shared by the text output of `kloop show` (app/cmd_store.cpp) and the
+// HTML report (store/html_report.cpp): the holdout lines, and stored text made valid UTF-8.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kloop::store {
+
+struct SessionDetail;
+
+// `s` with every byte that does not belong to a valid UTF-8 sequence replaced by U+FFFD (stored
+// text from an edited or damaged row); valid text is returned unchanged.
+std::string replace_invalid_utf8(std::string_view s);
+
+// One sealed-holdout entry of a session: a run of a candidate, or a commitment without a run.
+struct HoldoutLine {
+  std::optional<std::int64_t> candidate_id; // nullopt: a commitment that never ran
+  bool commitment_recorded = false;         // false: the run names no recorded commitment
+  std::string commitment_sha256, suite_version;
+  std::string status;                        // "pass", "fail", ...; "not run" without a run
+  std::optional<std::int64_t> passed, total; // case counts when the result records sane ones
+  std::optional<bool> commitment_verified;   // nullopt: not checked (or no run)
+  std::optional<bool> retired;               // nullopt without a run
+};
+
+// The holdout entries of `d`: one per run (in run order), then one per commitment without a run.
+std::vector<HoldoutLine> holdout_lines(const SessionDetail& d);
+
+// `kloop show`'s holdout text, one "holdout: ..." line per entry of holdout_lines (commitment
+// shortened to 12 hex characters), or "holdout: none recorded"; each line ends in '\n'.
+std::string holdout_text(const SessionDetail& d);
+
+} // namespace kloop::store
