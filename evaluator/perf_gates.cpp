@@ -137,6 +137,10 @@ GateResult benchmark_gate(const json& r) {
     json states = json::array();
     for (const auto& state : need(shape, "states", where)) {
       const std::string swhere = where + " " + state.value("state", std::string("?"));
+      // A state whose timed outputs were never compared proves nothing about them.
+      if (state.value("output_checks", json::array()).empty() && first_failure.empty())
+        first_failure = swhere + ": no timed output was checked (the worker compares at least "
+                                 "one round per state with the reference)";
       for (const auto& c : state.value("output_checks", json::array())) {
         if (!c.value("pass", false) && first_failure.empty()) {
           first_failure =

@@ -54,22 +54,25 @@ std::vector<ReplayRow> replay_session(Store& store, std::int64_t session_id,
         for (const auto& g : out.gates) {
           const GateRecord* old = c.gate(g.name);
           const std::string before = old ? std::string(name(old->status)) : "absent";
-          // A gate that could not run when recorded (not_run, infra_error) and still cannot was
-          // not re-checked: not re-run (exit 3 in `kloop replay`), not unchanged. Where the record
-          // rejected the candidate, its later gates were not run because of that rejection, and
-          // nothing is lost.
-          const bool still_unrun =
-              (g.status == GateCode::kNotRun || g.status == GateCode::kInfraError) &&
-              c.candidate.verdict != VerdictCode::kReject;
-          if (before == name(g.status) && !still_unrun) continue;
-          const bool had_result = old && old->status != GateCode::kNotRun;
-          if (g.status == GateCode::kNotRun ||
-              (g.status == GateCode::kInfraError &&
-               (!had_result || old->status == GateCode::kInfraError))) { // nothing checked now
+          // A gate that does not run now (not_run, infra_error) re-checked nothing: it is listed as
+          // not re-run (exit 3 in `kloop replay`), never as a changed result, whatever it recorded.
+          // Without a recorded result and on a candidate rejected (recorded or now), it was
+          // skipped because of that rejection: nothing is lost, nothing is listed.
+          const auto unrun = [](GateCode s) {
+            return s == GateCode::kNotRun || s == GateCode::kInfraError;
+          };
+          const bool had_result = old && !unrun(old->status);
+          if (unrun(g.status)) {
+            const bool rejected =
+                c.candidate.verdict == VerdictCode::kReject || out.verdict == VerdictCode::kReject;
+            if (!had_result && rejected) continue;
             row.not_rerun_gates.push_back(
                 fmt::format("{}: recorded {}, not re-run{}{}", g.name, before,
                             g.status == GateCode::kInfraError ? " (infra_error)" : "", why(g)));
-          } else if (!had_result) { // no result recorded: new evidence, not a changed result
+            continue;
+          }
+          if (before == name(g.status)) continue;
+          if (!had_result) { // no result recorded: new evidence, not a changed result
             const bool failed = g.status != GateCode::kPass;
             // Evidence against the record only where the record did not already reject.
             row.newly_failed |= failed && c.candidate.verdict != VerdictCode::kReject;

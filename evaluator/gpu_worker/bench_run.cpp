@@ -6,8 +6,8 @@
 // (B C C B in odd rounds), each bracketed by its own CUDA events. The A/A partner is the
 // baseline's cubin loaded a second time as its own library, so the A/A pair runs separately loaded
 // code. The candidate, the baseline and the A/A partner write three output buffers per input set,
-// buffer k going with the k-th mirrored slot pair (the reference keeps one); the candidate's buffer
-// is poisoned before each checked round. Cold samples flush L2 first
+// buffer k going with the k-th mirrored slot pair (the reference keeps one); all three
+// are poisoned before each checked round. Cold samples flush L2 first
 // (flush_l2 over 2x L2: evicts evict_last lines too, then a memset); warm samples of large shapes
 // rotate among input sets totalling >= 4x L2; sampling stops, after a whole cycle of orders, when
 // both medians are known to 1% (or at the time cap); sampled candidate outputs are compared on the
@@ -232,10 +232,11 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
   check(cudaStreamSynchronize(s), "warm-up");
   const double target = protocol.value("target_rel_half_width", 0.01);
   const int min_rounds = protocol.value("min_rounds", 10);
-  // Whole cycles of slot orders only: the round cap is rounded down to a multiple of six.
-  const int max_rounds = std::max(evaluator::bench::kSlotOrders, protocol.value("max_rounds", 400) /
-                                                                     evaluator::bench::kSlotOrders *
-                                                                     evaluator::bench::kSlotOrders);
+  // Whole cycles of slot orders only: the round cap is rounded down to a multiple of six, but never
+  // below min_rounds rounded up (the checked rounds are drawn from [0, min_rounds)).
+  constexpr int kCycle = evaluator::bench::kSlotOrders;
+  const int max_rounds = std::max((std::max(min_rounds, 1) + kCycle - 1) / kCycle * kCycle,
+                                  protocol.value("max_rounds", 400) / kCycle * kCycle);
   const double cap_s = protocol.value("time_cap_s", 5.0);
   const int checks = protocol.value("output_checks", 3);
   const int batch = std::max(1, protocol.value("telemetry_every_rounds", 8));
@@ -291,14 +292,15 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
       // The whole round is enqueued behind the blocking kernel and released at once, so every
       // slot starts on a busy stream: no slot (the first one after the previous round's
       // synchronize in particular) times the host's launch latency.
-      // A checked round first poisons the buffer the candidate will write (0xFF bytes: NaN in every
-      // dtype), so the check fails when its timed launches leave elements unwritten; another path
-      // wrote correct output there in an earlier round. Enqueued before the blocking kernel, it
-      // stays out of every timed interval; in a warm state it also leaves part of that buffer in
-      // L2 for the round (at most `output_checks` rounds of the run).
+      // A checked round first poisons the three output buffers of the set (0xFF bytes: NaN in
+      // every dtype), so the check fails when the candidate's timed launches leave elements
+      // unwritten; another path wrote correct output into its buffer in an earlier round.
+      // Enqueued before the blocking kernel, it stays out of every timed interval; in a warm state
+      // it changes what L2 holds for that round, for every path alike (at most `output_checks`
+      // rounds of the run).
       if (check_rounds.count(r)) {
-        check(cudaMemsetAsync(out_of(pc.get(), set, r), 0xff, bytes, s),
-              "poison the checked output");
+        for (auto& y : ys[set]) // all three, so the memsets leave every path's L2 state alike
+          check(cudaMemsetAsync(y.data(), 0xff, bytes, s), "poison the checked output");
       }
       flag.arm();
       check(block_stream(flag.release_dev(), flag.timed_out_dev(), kBlockTimeoutNs, s),

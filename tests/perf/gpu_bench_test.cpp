@@ -173,6 +173,19 @@ TEST(GpuBenchTest, TimedLaunchesThatWriteNothingFailTheOutputCheck) {
   const GateResult g = benchmark_gate(r.result["benchmark"]);
   EXPECT_EQ(g.status, GateStatus::kFail);
   EXPECT_NE(g.reason.find("timed output of round"), std::string::npos) << g.reason;
+  // Every checked round fails on every element. Without the poison, a check of a round whose
+  // buffer another path wrote before (cold round 9 at seed 1: order B A C, the candidate on the
+  // buffer the A/A partner and the baseline wrote) would pass.
+  for (const json& shape : r.result["benchmark"]["shapes"]) {
+    const std::uint64_t n = shape["rows"].get<std::uint64_t>() * shape["h"].get<std::uint64_t>();
+    for (const json& st : shape["states"]) {
+      ASSERT_FALSE(st["output_checks"].empty()) << st.dump();
+      for (const json& c : st["output_checks"]) {
+        EXPECT_FALSE(c["pass"].get<bool>()) << c.dump();
+        EXPECT_EQ(c["failing_elements"].get<std::uint64_t>(), n) << c.dump();
+      }
+    }
+  }
 }
 
 TEST(GpuBenchTest, PcsampleReportsStallReasonsAndSourceLines) {

@@ -102,6 +102,17 @@ TEST(PerfGatesTest, TimedOutputMismatchFailsTheBenchmark) {
   EXPECT_NE(g.reason.find("round 5"), std::string::npos) << g.reason;
 }
 
+// A state without a single timed output check fails the gate: nothing shows its timed launches
+// computed the right thing.
+TEST(PerfGatesTest, StateWithoutTimedOutputChecksFailsTheBenchmark) {
+  json r = result({shape(8, 4096, "float32", 0.004, 0.004)});
+  EXPECT_EQ(benchmark_gate(r).status, GateStatus::kPass);
+  r["shapes"][0]["states"][0]["output_checks"] = json::array();
+  const GateResult g = benchmark_gate(r);
+  EXPECT_EQ(g.status, GateStatus::kFail);
+  EXPECT_NE(g.reason.find("no timed output was checked"), std::string::npos) << g.reason;
+}
+
 TEST(PerfGatesTest, MalformedWorkerResultIsInfraError) {
   EXPECT_THROW(benchmark_gate(json::object()), InfraError);
   json r = result({shape(8, 4096, "float32", 0.004, 0.004)});

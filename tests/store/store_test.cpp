@@ -325,8 +325,28 @@ TEST(StoreTest, ReplayListsGatesRecordedNotRunThatRunNowAsNewlyRun) {
   const Reevaluate infra = later_gates_now(GateCode::kInfraError);
   const auto rows3 = replay_session(st, sid, &infra);
   EXPECT_TRUE(rows3[0].newly_run_gates.empty());
-  EXPECT_EQ(rows3[0].not_rerun_gates.size(), 3u);
+  // Candidate 1 was recorded rejected: its later gates had no result and still have none.
+  EXPECT_TRUE(rows3[0].not_rerun_gates.empty()) << rows3[0].not_rerun_gates.front();
   EXPECT_FALSE(replay_found_regression(rows3));
+
+  // Recorded pass, infra_error now (a worker or sandbox that cannot start here): nothing was
+  // re-checked, so not re-run (exit 3), never a changed result (exit 1).
+  const Reevaluate broken = [](const ReplayCandidate& c) {
+    ReplayOutcome out{c.recorded_verdict, {}};
+    for (GateRecord g : c.recorded_gates) {
+      if (g.name == "build") g.status = GateCode::kInfraError, g.reason = "no sandbox";
+      out.gates.push_back(g);
+    }
+    return out;
+  };
+  const auto rows4 = replay_session(st, sid, &broken);
+  ASSERT_EQ(rows4.size(), 2u);
+  ASSERT_EQ(rows4[1].not_rerun_gates.size(), 1u);
+  EXPECT_EQ(rows4[1].not_rerun_gates[0],
+            "build: recorded pass, not re-run (infra_error) (no sandbox)");
+  EXPECT_TRUE(rows4[1].changed_gates.empty()) << rows4[1].changed_gates.front();
+  EXPECT_FALSE(rows4[1].changed);
+  EXPECT_FALSE(replay_found_regression(rows4));
 }
 
 // `kloop sessions` and `kloop compare` report the same candidate's speed-up: the decided one, not
