@@ -76,9 +76,9 @@ json holdout_section(const SessionDetail& d, const CandidateDetail* c) {
   const HoldoutRunRecord* run = nullptr;
   for (const auto& r : d.holdout_runs)
     if (c && r.candidate_id == c->candidate.id) run = &r;
-  const HoldoutCommitmentRecord* commitment = nullptr;
-  for (const auto& hc : d.holdout_commitments)
-    if (!run || hc.id == run->commitment_id) commitment = &hc;
+  const HoldoutCommitmentRecord* commitment =
+      run ? d.find_commitment(run->commitment_id)
+          : (d.holdout_commitments.empty() ? nullptr : &d.holdout_commitments.back());
   return {{"commitment_sha256", commitment ? str_or_null(commitment->commitment_sha256) : json()},
           {"suite_version", commitment ? str_or_null(commitment->suite_version) : json()},
           {"status", run ? json(name(run->status)) : json("not_run")},

@@ -53,6 +53,8 @@ struct SessionDetail {
   std::optional<PromotionRecord> promotion; // the latest decision
   std::vector<ReceiptRecord> receipts;
   const CandidateDetail* find_candidate(std::int64_t id) const; // nullptr when absent
+  // The holdout commitment with row id `id`; nullptr when absent.
+  const HoldoutCommitmentRecord* find_commitment(std::int64_t id) const;
   const CandidateDetail* best_candidate() const; // promoted one, else best passing speed-up
   std::int64_t tokens() const;                   // prompt + completion tokens of all responses
   double wall_ms() const;                        // sum of iteration wall times

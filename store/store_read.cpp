@@ -102,6 +102,12 @@ const ArtifactRecord* CandidateDetail::artifact_of(ArtifactKind kind) const {
   return nullptr;
 }
 
+const HoldoutCommitmentRecord* SessionDetail::find_commitment(std::int64_t id) const {
+  for (const auto& c : holdout_commitments)
+    if (c.id == id) return &c;
+  return nullptr;
+}
+
 const CandidateDetail* SessionDetail::find_candidate(std::int64_t id) const {
   for (const auto& it : iterations)
     for (const auto& c : it.candidates)
@@ -202,9 +208,7 @@ nlohmann::json SessionDetail::to_json() const {
                            {"created_at", c.created_at}});
   j["holdout_commitments"] = commitments;
   for (const auto& h : holdout_runs) {
-    const HoldoutCommitmentRecord* c = nullptr;
-    for (const auto& hc : holdout_commitments)
-      if (hc.id == h.commitment_id) c = &hc;
+    const HoldoutCommitmentRecord* c = find_commitment(h.commitment_id);
     const auto result = [&](const char* key) {
       return h.result.is_object() && h.result.contains(key) ? h.result[key]
                                                             : nlohmann::json(nullptr);

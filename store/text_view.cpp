@@ -17,11 +17,6 @@ std::string replace_invalid_utf8(std::string_view s) {
 
 std::vector<HoldoutLine> holdout_lines(const SessionDetail& d) {
   std::vector<HoldoutLine> out;
-  const auto commitment_of = [&](std::int64_t id) -> const HoldoutCommitmentRecord* {
-    for (const auto& c : d.holdout_commitments)
-      if (c.id == id) return &c;
-    return nullptr;
-  };
   const auto fill_commitment = [](HoldoutLine& line, const HoldoutCommitmentRecord* c) {
     if (!c) return;
     line.commitment_recorded = true;
@@ -31,7 +26,7 @@ std::vector<HoldoutLine> holdout_lines(const SessionDetail& d) {
   for (const auto& r : d.holdout_runs) {
     HoldoutLine line;
     line.candidate_id = r.candidate_id;
-    fill_commitment(line, commitment_of(r.commitment_id));
+    fill_commitment(line, d.find_commitment(r.commitment_id));
     line.status = std::string(name(r.status));
     const auto count = [&](const char* key) -> std::optional<std::int64_t> {
       // Case counts in [0, 2^31): anything else (a hand-edited row) is not shown as a count.

@@ -38,6 +38,23 @@ bool mentions(const std::string& msg, const std::string& what) {
   return msg.find(what) != std::string::npos;
 }
 
+// Edits the database of the store in `dir` behind the store's back with `sql`, then expects
+// signing session `id` to throw StoreError mentioning every word of `words`, and nothing recorded.
+void expect_signing_refused_after_edit(const std::string& dir, std::int64_t id, const KeyPair& kp,
+                                       const std::string& sql,
+                                       const std::vector<std::string>& words) {
+  Db("file:" + dir + "/kloop.db", SQLITE_OPEN_READWRITE, "test edit").exec(sql);
+  Store st = Store::open(dir);
+  try {
+    sign_session_receipt(st, id, kp, "alice");
+    FAIL() << "signed after: " << sql;
+  } catch (const StoreError& e) {
+    for (const auto& w : words)
+      EXPECT_TRUE(mentions(e.what(), w)) << e.what();
+  }
+  EXPECT_TRUE(st.load_session(id).receipts.empty());
+}
+
 TEST(ReceiptTest, CompleteSessionSignsAndVerifies) {
   TempDir t;
   const Signed s = sign_fake(t);
@@ -159,19 +176,10 @@ TEST(ReceiptTest, PromotedSessionWithAFailedGateIsNotSigned) {
     id = testing::write_fake_session(st, 2);
   }
   const KeyPair kp = generate_keypair();
-  // Edits the database behind the store's back, then expects signing to refuse with `message`
-  // and to record nothing.
+  // Signing refuses with `message` after the edit, and the edit kept candidate 2 the best.
   const auto edited_refuses = [&](const std::string& sql, const std::string& message) {
-    Db("file:" + t.path() + "/kloop.db", SQLITE_OPEN_READWRITE, "test edit").exec(sql);
-    Store st = Store::open(t.path());
-    ASSERT_EQ(st.load_session(id).best_candidate()->candidate.id, 2);
-    try {
-      sign_session_receipt(st, id, kp, "alice");
-      FAIL() << "signed after: " << sql;
-    } catch (const StoreError& e) {
-      EXPECT_TRUE(mentions(e.what(), message)) << e.what();
-    }
-    EXPECT_TRUE(st.load_session(id).receipts.empty());
+    expect_signing_refused_after_edit(t.path(), id, kp, sql, {message});
+    EXPECT_EQ(Store::open(t.path()).load_session(id).best_candidate()->candidate.id, 2);
   };
   edited_refuses("UPDATE gate_results SET status = 1 WHERE name = 'roofline' AND candidate_id = "
                  "(SELECT MAX(id) FROM candidates)",
@@ -207,16 +215,7 @@ TEST(ReceiptTest, HoldoutThatDidNotPassOrDidNotRunIsNotSigned) {
   }
   const KeyPair kp = generate_keypair();
   const auto refuses_after = [&](const std::string& sql, const std::vector<std::string>& words) {
-    Db("file:" + t.path() + "/kloop.db", SQLITE_OPEN_READWRITE, "test edit").exec(sql);
-    Store st = Store::open(t.path());
-    try {
-      sign_session_receipt(st, id, kp, "alice");
-      FAIL() << "signed after: " << sql;
-    } catch (const StoreError& e) {
-      for (const auto& w : words)
-        EXPECT_TRUE(mentions(e.what(), w)) << e.what();
-    }
-    EXPECT_TRUE(st.load_session(id).receipts.empty());
+    expect_signing_refused_after_edit(t.path(), id, kp, sql, words);
   };
   refuses_after("UPDATE holdout_runs SET status = 1", {"`holdout.status` is \"fail\""});
   refuses_after("UPDATE holdout_runs SET status = 0, result_json = json_set(result_json, "
