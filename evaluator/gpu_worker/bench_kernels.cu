@@ -70,6 +70,15 @@ __global__ void compare_kernel(const T* a, const T* e, long long n, double atol,
   }
 }
 
+__global__ void count_words_kernel(const std::uint32_t* p, long long n, std::uint32_t value,
+                                   unsigned long long* out) {
+  unsigned long long c = 0;
+  for (long long i = blockIdx.x * 1LL * blockDim.x + threadIdx.x; i < n;
+       i += 1LL * gridDim.x * blockDim.x)
+    c += p[i] == value;
+  if (c) atomicAdd(out, c);
+}
+
 __global__ void init_out(unsigned long long* out) {
   out[0] = 0;
   out[1] = ~0ULL;
@@ -171,6 +180,16 @@ cudaError_t compare_outputs(DType dtype, const void* actual, const void* expecte
     break;
   }
   fix_first<<<1, 1, 0, stream>>>(out);
+  return cudaGetLastError();
+}
+
+cudaError_t count_words(const void* p, std::size_t bytes, std::uint32_t value,
+                        unsigned long long* out, cudaStream_t stream) {
+  cudaError_t e = cudaMemsetAsync(out, 0, sizeof(unsigned long long), stream);
+  if (e != cudaSuccess) return e;
+  const long long n = static_cast<long long>(bytes / 4);
+  count_words_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<const std::uint32_t*>(p), n,
+                                                      value, out);
   return cudaGetLastError();
 }
 

@@ -28,6 +28,10 @@ cudaError_t compare_outputs(DType dtype, const void* actual, const void* expecte
 // Writes the 32-bit `pattern` over the whole dynamic shared memory of `blocks` blocks, each
 // taking `smem_bytes` (the device's opt-in maximum), so that every SM's shared memory holds the
 // pattern before the next kernel. Sets the opt-in attribute and the maximum shared carveout.
+// Counts the 4-byte words of p[0, bytes) (bytes / 4 whole words) equal to `value` into *out
+// (device memory, overwritten). Used to report how much of a poisoned output survived a round.
+cudaError_t count_words(const void* p, std::size_t bytes, std::uint32_t value,
+                        unsigned long long* out, cudaStream_t stream);
 cudaError_t scrub_shared(std::uint32_t pattern, int blocks, int smem_bytes, cudaStream_t stream);
 
 // Cold-L2 flush over `buf` (128-byte aligned, as cudaMalloc gives; `bytes` a multiple of 128, at

@@ -49,6 +49,8 @@ nlohmann::json run_bench(const LoadedCandidate& cand, const rmsnorm::DeviceInfo&
     DeviceBuffer x(bytes), y(bytes), w(h * es);
     check(cudaMemset(x.data(), 0x3C, bytes), "memset"); // ~0.0115 in every dtype
     check(cudaMemset(w.data(), 0x3C, h * es), "memset");
+    // The legacy-stream memsets above do not order with the non-blocking `stream`.
+    check(cudaDeviceSynchronize(), "memset");
     const HostTensor xt = HostTensor::zeros({1, h}, dtype), wt = HostTensor::zeros({h}, dtype);
     rmsnorm::CallGeometry g = rmsnorm::call_geometry(
         xt, wt, reinterpret_cast<std::uintptr_t>(x.data()),

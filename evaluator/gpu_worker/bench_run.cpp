@@ -327,12 +327,21 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
                               reinterpret_cast<unsigned long long*>(cmp.data()), s),
               "output check");
         unsigned long long c[3] = {};
-        check(cudaMemcpy(c, cmp.data(), sizeof(c), cudaMemcpyDeviceToHost), "output check copy");
+        copy_to_host(c, cmp.data(), sizeof(c), s, "output check copy");
         double max_err = 0;
         std::memcpy(&max_err, &c[2], sizeof(double));
         const bool pass = c[0] == 0;
+        // How much of the poison survived in the checked buffer (whole 4-byte words): all of it
+        // when the candidate's timed launches wrote nothing, none when they wrote every element.
+        unsigned long long poison_left = 0;
+        check(count_words(out_of(pc.get(), set, r), bytes, 0xffffffffu,
+                          reinterpret_cast<unsigned long long*>(cmp.data()), s),
+              "poison count");
+        copy_to_host(&poison_left, cmp.data(), sizeof(poison_left), s, "poison count copy");
         checks_out.push_back({{"round", r},
                               {"set", set},
+                              {"poison_words_left", poison_left},
+                              {"words", bytes / 4},
                               {"pass", pass},
                               {"failing_elements", c[0]},
                               {"max_abs_err", max_err},

@@ -35,9 +35,9 @@ json default_cases() {
   return cases;
 }
 
-std::vector<unsigned char> to_host(const DeviceBuffer& b) {
+std::vector<unsigned char> to_host(const DeviceBuffer& b, cudaStream_t s) {
   std::vector<unsigned char> v(b.size());
-  check(cudaMemcpy(v.data(), b.data(), b.size(), cudaMemcpyDeviceToHost), "copy y to host");
+  copy_to_host(v.data(), b.data(), b.size(), s, "copy y to host");
   return v;
 }
 
@@ -106,14 +106,14 @@ ModeOutcome run_sanitize(const json& req, const LoadedCandidate& cand,
                             tol.rtol, reinterpret_cast<unsigned long long*>(cmp.data()), s),
             "compare");
       unsigned long long r[3] = {};
-      check(cudaMemcpy(r, cmp.data(), sizeof(r), cudaMemcpyDeviceToHost), "compare copy");
+      copy_to_host(r, cmp.data(), sizeof(r), s, "compare copy");
       if (r[0] != 0 && correct) {
         correct = false;
         why = fmt::format("{} elements outside tolerance with shared memory poisoned to {:#010x}, "
                           "first at flat index {}",
                           r[0], pattern, r[1] - 1);
       }
-      results.push_back(to_host(y));
+      results.push_back(to_host(y, s));
     }
     const bool identical = results.size() == 2 && results[0] == results[1];
     item["identical"] = identical;

@@ -144,6 +144,12 @@ DeviceBuffer::~DeviceBuffer() {
   }
 }
 
+void copy_to_host(void* dst, const void* src, std::size_t bytes, cudaStream_t stream,
+                  const char* what) {
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream), what);
+  check(cudaStreamSynchronize(stream), what);
+}
+
 Stream::Stream() {
   check(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreate");
 }

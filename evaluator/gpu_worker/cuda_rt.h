@@ -35,6 +35,14 @@ struct StickyFault {
 // Throws StickyFault for a sticky error and std::runtime_error (ours: infra) for any other error.
 void check(cudaError_t err, const char* what);
 
+// Copies `bytes` from device memory `src` to host memory `dst` after every operation enqueued on
+// `stream` so far (cudaMemcpyAsync on `stream`, then cudaStreamSynchronize). The worker's streams
+// are non-blocking (Stream below), and a plain cudaMemcpy runs on the legacy default stream, which
+// does not wait for them (CUDA Runtime API, "Stream synchronization behavior"): it could read a
+// result before the kernel that writes it has finished. Errors as check().
+void copy_to_host(void* dst, const void* src, std::size_t bytes, cudaStream_t stream,
+                  const char* what);
+
 // Device-memory accounting of this worker process (issue 8: each GPU worker's peak device memory
 // is recorded). Every DeviceBuffer reports its cudaMalloc/cudaFree here; cudaMemGetInfo is sampled
 // once after context creation (mark_memory_start), at each new allocation peak (the smallest free
