@@ -2,6 +2,10 @@
 
 #include <fmt/core.h>
 
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
 #include "evaluator/build.h"
 #include "evaluator/candidate.h"
 #include "evaluator/pipeline.h"
@@ -50,6 +54,35 @@ private:
 
 } // namespace
 
+std::string nvidia_driver_version(const std::string& proc_file) {
+  std::ifstream in(proc_file);
+  std::string line;
+  if (!in || !std::getline(in, line)) return "";
+  std::istringstream words(line);
+  std::string w;
+  while (words >> w) {
+    // digits.digits or digits.digits.digits, nothing else
+    int dots = 0;
+    bool ok = !w.empty() && std::isdigit(static_cast<unsigned char>(w.front())) &&
+              std::isdigit(static_cast<unsigned char>(w.back()));
+    for (std::size_t i = 0; ok && i < w.size(); ++i) {
+      if (w[i] == '.') {
+        ok = ++dots <= 2 && std::isdigit(static_cast<unsigned char>(w[i + 1]));
+      } else {
+        ok = std::isdigit(static_cast<unsigned char>(w[i])) != 0;
+      }
+    }
+    if (ok && dots >= 1) return w;
+  }
+  return "";
+}
+
+std::string driver_description(const std::string& kernel_driver, long long cuda_api_version) {
+  const std::string api =
+      fmt::format("CUDA driver API {}.{}", cuda_api_version / 1000, (cuda_api_version % 1000) / 10);
+  return kernel_driver.empty() ? api : fmt::format("{} ({})", kernel_driver, api);
+}
+
 holdout::HoldoutResult holdout_result_from(const evaluator::GpuRunResult& run) {
   holdout::HoldoutResult r;
   r.status = run.status;
@@ -82,7 +115,10 @@ DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progres
     const auto& dev = result.result["device"];
     device_name_ = dev.value("name", std::string());
     device_uuid_ = dev.value("uuid", std::string());
-    driver_version_ = dev.contains("driver_version") ? dev["driver_version"].dump() : "";
+    driver_version_ =
+        dev.contains("driver_version") && dev["driver_version"].is_number_integer()
+            ? driver_description(nvidia_driver_version(), dev["driver_version"].get<long long>())
+            : nvidia_driver_version();
     progress.line(fmt::format("device: {}", dev.dump()));
   } else {
     progress.line(fmt::format("device: none ({}); device gates will report not_run",

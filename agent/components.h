@@ -39,6 +39,17 @@ private:
   bool has_device_ = false;
 };
 
+// The NVIDIA kernel driver's version (e.g. "580.159.04", the number nvidia-smi prints) from the
+// first line of `proc_file` ("NVRM version: NVIDIA UNIX ... Kernel Module ...  580.159.04  Release
+// Build ..."): the first whitespace-separated token of the form digits.digits[.digits]. "" when the
+// file is missing or unreadable (no NVIDIA driver, a sandbox without /proc) or holds no such token.
+std::string nvidia_driver_version(const std::string& proc_file = "/proc/driver/nvidia/version");
+
+// The session's driver field: "580.159.04 (CUDA driver API 13.0)" from the kernel driver version
+// (may be "") and the CUDA driver API version cudaDriverGetVersion returns (1000 * major + 10 *
+// minor, e.g. 13000); "CUDA driver API 13.0" alone without the kernel driver version.
+std::string driver_description(const std::string& kernel_driver, long long cuda_api_version);
+
 // The holdout result of one worker outcome (exposed for unit tests): pass/fail counts from the
 // suite result, failing case names only (never values), fault classes named.
 holdout::HoldoutResult holdout_result_from(const evaluator::GpuRunResult& run);
