@@ -11,7 +11,7 @@ not Python's launch overhead (the benchmark gate's blocking-kernel idea). Output
 against the fp32 reference. Prints one table: shape, dtype, each path's median time and TB/s, and ratios.
 
 usage: bench/compare_torch.py CANDIDATE_DIR [--cubin PATH] [--samples 30] [--shapes all|quick]
-                              [--blocker-us 300]
+                              [--points DTYPE:ROWS:H ...] [--blocker-us 300]
 CANDIDATE_DIR holds kernel.cu and manifest.json; the cubin defaults to CANDIDATE_DIR/kernel.cubin
 (build it with: nvcc -cubin -arch=sm_90 -lineinfo -o kernel.cubin kernel.cu).
 """
@@ -135,6 +135,8 @@ def main():
     ap.add_argument("--cubin", type=pathlib.Path)
     ap.add_argument("--samples", type=int, default=30)
     ap.add_argument("--shapes", choices=["all", "quick"], default="all")
+    ap.add_argument("--points", nargs="+", metavar="DTYPE:ROWS:H",
+                    help="time only these points (e.g. float32:65536:4096) instead of --shapes")
     ap.add_argument("--eps", type=float, default=1e-6)
     ap.add_argument("--blocker-us", type=float, default=300,
                     help="GPU-side delay before each timed call, longer than the host's launch "
@@ -158,36 +160,46 @@ def main():
     print(header)
     print("-" * len(header))
     failures = 0
-    for dtype_name, dtype in DTYPES.items():
-        for rows, h in (SWEEP if args.shapes == "all" else QUICK):
-            g = torch.Generator(device="cuda").manual_seed(rows * 131 + h)
-            x = (torch.rand(rows, h, device="cuda", generator=g) * 4 - 2).to(dtype)
-            w = (torch.rand(h, device="cuda", generator=g) + 0.5).to(dtype)
-            ref = seed_reference(x, w, args.eps)
-            route = "cand"
-            if cand.supports(dtype_name, h, x):
-                launch = cand.prepare(x, w, args.eps, dtype_name)
-                y = launch().clone()
-                atol, rtol = TOL[dtype]
-                if not torch.allclose(y.float(), ref.float(), atol=atol, rtol=rtol):
-                    failures += 1
-                    route = "WRONG"
-            else:
-                route = "n/a"
-            paths = {"F.rms_norm": lambda a, b: F.rms_norm(a, (h,), b, args.eps),
-                     "compile": lambda a, b: compiled(a, b, args.eps)}
-            if route == "cand":
-                paths = {"candidate": launch, **paths}
-            for p in paths.values():  # warm-up (compiles, loads)
-                p(x, w)
-            t = time_paths(paths, (x, w), args.samples, flush, blocker_cycles)
-            logical = (2 * rows * h + h) * x.element_size()
-            cell = lambda n: (f"{t[n] * 1e3:8.1f}us {logical / (t[n] * 1e-3) / 1e12:5.2f}"
-                              if n in t else f"{route:>16s}")
-            ratio = lambda n: f"{t[n] / t['candidate']:10.2f}x" if "candidate" in t else " " * 11
-            print(f"{dtype_name:9s} {rows:6d}x{h:<6d} | {cell('candidate'):>16s} | "
-                  f"{cell('F.rms_norm'):>16s} | {cell('compile'):>16s} | "
-                  f"{ratio('F.rms_norm'):>11s} {ratio('compile'):>10s}")
+    if args.points:
+        try:
+            points = [(d, int(r), int(h)) for d, r, h in (p.split(":") for p in args.points)]
+        except ValueError:
+            ap.error("--points: each point is DTYPE:ROWS:H, e.g. float32:65536:4096")
+        bad = [d for d, _, _ in points if d not in DTYPES]
+        if bad:
+            ap.error(f"--points: unknown dtype {bad[0]!r}; use one of {', '.join(DTYPES)}")
+    else:
+        points = [(d, r, h) for d in DTYPES for r, h in (SWEEP if args.shapes == "all" else QUICK)]
+    for dtype_name, rows, h in points:
+        dtype = DTYPES[dtype_name]
+        g = torch.Generator(device="cuda").manual_seed(rows * 131 + h)
+        x = (torch.rand(rows, h, device="cuda", generator=g) * 4 - 2).to(dtype)
+        w = (torch.rand(h, device="cuda", generator=g) + 0.5).to(dtype)
+        ref = seed_reference(x, w, args.eps)
+        route = "cand"
+        if cand.supports(dtype_name, h, x):
+            launch = cand.prepare(x, w, args.eps, dtype_name)
+            y = launch().clone()
+            atol, rtol = TOL[dtype]
+            if not torch.allclose(y.float(), ref.float(), atol=atol, rtol=rtol):
+                failures += 1
+                route = "WRONG"
+        else:
+            route = "n/a"
+        paths = {"F.rms_norm": lambda a, b: F.rms_norm(a, (h,), b, args.eps),
+                 "compile": lambda a, b: compiled(a, b, args.eps)}
+        if route == "cand":
+            paths = {"candidate": launch, **paths}
+        for p in paths.values():  # warm-up (compiles, loads)
+            p(x, w)
+        t = time_paths(paths, (x, w), args.samples, flush, blocker_cycles)
+        logical = (2 * rows * h + h) * x.element_size()
+        cell = lambda n: (f"{t[n] * 1e3:8.1f}us {logical / (t[n] * 1e-3) / 1e12:5.2f}"
+                          if n in t else f"{route:>16s}")
+        ratio = lambda n: f"{t[n] / t['candidate']:10.3f}x" if "candidate" in t else " " * 11
+        print(f"{dtype_name:9s} {rows:6d}x{h:<6d} | {cell('candidate'):>16s} | "
+              f"{cell('F.rms_norm'):>16s} | {cell('compile'):>16s} | "
+              f"{ratio('F.rms_norm'):>11s} {ratio('compile'):>10s}")
     print("# TB/s = (x read + weight read once + y write) / median time; ratio > 1: candidate faster")
     return 1 if failures else 0
 

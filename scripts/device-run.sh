@@ -42,6 +42,11 @@ if [ "${1:-}" != "--remote" ]; then
     cp "$build/bin/family_bench" "$bundle/bin/"
     "$build/bin/family_bench" prepare "$bundle/family" $FAMILY_VARIANTS
   fi
+  # The rows_merge experiment's candidates (bench/rows_merge; ROWS_MERGE=1), timed there with
+  # compare_torch.py against F.rms_norm and torch.compile, next to the in-tree baseline.
+  if [ "${ROWS_MERGE:-0}" = 1 ]; then
+    bench/rows_merge/make.sh "$bundle/rows_merge" >"$bundle/rows_merge.txt"
+  fi
   # Standalone CUDA benchmarks of grid schedules and cache hints (bench/cuda; GRID_BENCH=1).
   if [ "${GRID_BENCH:-0}" = 1 ]; then
     cmake --build "$build" -j "${JOBS:-$(nproc)}" --target grid_schedule tma_pipeline two_pass
@@ -121,6 +126,22 @@ if [ "$reuse" = 1 ] || [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
     rm -rf "$opt/torch/activations"
   fi
   tar czf "$out/optimize.tgz" -C /tmp kloop-device-store kloop-device-opt
+fi
+
+# The rows_merge experiment (ROWS_MERGE=1 when staged): the baseline and each candidate folder on
+# ROWS_MERGE_POINTS ("dtype:rows:h ..."), one compare_torch.py table each, into rows-merge.txt
+# (ROWS_MERGE_RUN=0 skips it).
+if [ -d "$bundle/rows_merge" ] && [ "${ROWS_MERGE_RUN:-1}" = 1 ]; then
+  points=${ROWS_MERGE_POINTS:-float32:65536:4096 float32:16384:4096 float32:8:4096 float32:65536:128 float32:4096:8192 float32:2048:16384 bfloat16:65536:4096 bfloat16:65536:128}
+  cat "$bundle/rows_merge.txt" >>"$out/rows-merge.txt"
+  for d in kernels/rmsnorm/baseline "$bundle"/rows_merge/*/; do
+    cubin=$d/kernel.cubin
+    [ "$d" = kernels/rmsnorm/baseline ] && cubin=$bundle/corpus/baseline/kernel.cubin
+    echo "== $(basename "$d")" >>"$out/rows-merge.txt"
+    PYTHONUNBUFFERED=1 timeout "${ROWS_MERGE_TIMEOUT:-90}" python3 bench/compare_torch.py "$d" \
+      --cubin "$cubin" --samples 20 --points $points >>"$out/rows-merge.txt" 2>&1 ||
+      echo "compare_torch exit $?" >>"$out/rows-merge.txt"
+  done
 fi
 
 # Offline-family variants staged with FAMILY_VARIANTS: each request folder runs the benchmark
