@@ -138,6 +138,9 @@ def main():
     ap.add_argument("--points", nargs="+", metavar="DTYPE:ROWS:H",
                     help="time only these points (e.g. float32:65536:4096) instead of --shapes")
     ap.add_argument("--eps", type=float, default=1e-6)
+    ap.add_argument("--with-copy", action="store_true",
+                    help="also time torch's device-to-device copy of x (y.copy_(x)): the same "
+                         "bytes moved without the reduction, a copy ceiling in the same table")
     ap.add_argument("--blocker-us", type=float, default=300,
                     help="GPU-side delay before each timed call, longer than the host's launch "
                          "overhead (default 300 us)")
@@ -190,6 +193,9 @@ def main():
                  "compile": lambda a, b: compiled(a, b, args.eps)}
         if route == "cand":
             paths = {"candidate": launch, **paths}
+        if args.with_copy:
+            ycopy = torch.empty_like(x)
+            paths["copy"] = lambda a, b: ycopy.copy_(a)
         for p in paths.values():  # warm-up (compiles, loads)
             p(x, w)
         t = time_paths(paths, (x, w), args.samples, flush, blocker_cycles)
@@ -199,7 +205,8 @@ def main():
         ratio = lambda n: f"{t[n] / t['candidate']:10.3f}x" if "candidate" in t else " " * 11
         print(f"{dtype_name:9s} {rows:6d}x{h:<6d} | {cell('candidate'):>16s} | "
               f"{cell('F.rms_norm'):>16s} | {cell('compile'):>16s} | "
-              f"{ratio('F.rms_norm'):>11s} {ratio('compile'):>10s}")
+              f"{ratio('F.rms_norm'):>11s} {ratio('compile'):>10s}"
+              + (f" | copy {cell('copy')}" if "copy" in t else ""))
     print("# TB/s = (x read + weight read once + y write) / median time; ratio > 1: candidate faster")
     return 1 if failures else 0
 

@@ -139,7 +139,7 @@ if [ -d "$bundle/rows_merge" ] && [ "${ROWS_MERGE_RUN:-1}" = 1 ]; then
     [ "$d" = kernels/rmsnorm/baseline ] && cubin=$bundle/corpus/baseline/kernel.cubin
     echo "== $(basename "$d")" >>"$out/rows-merge.txt"
     PYTHONUNBUFFERED=1 timeout "${ROWS_MERGE_TIMEOUT:-90}" python3 bench/compare_torch.py "$d" \
-      --cubin "$cubin" --samples 20 --points $points >>"$out/rows-merge.txt" 2>&1 ||
+      --cubin "$cubin" --samples 20 ${ROWS_MERGE_COPY:+--with-copy} --points $points >>"$out/rows-merge.txt" 2>&1 ||
       echo "compare_torch exit $?" >>"$out/rows-merge.txt"
   done
 fi

@@ -5,7 +5,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$1
-for cfg in 512:1:4 256:2:4 512:2:2 1024:1:2; do
+for cfg in 512:1:4 256:2:4 128:4:8 256:4:4; do
   IFS=: read -r b v minb <<<"$cfg"
   d=$out/rm-b$b-v$v-m$minb
   mkdir -p "$d"
