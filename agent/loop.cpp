@@ -10,6 +10,7 @@
 #include "feedback/feedback.h"
 #include "kernels/rmsnorm/contract.h"
 #include "prompts/prompt_builder.h"
+#include "store/text_view.h"
 
 namespace kloop::agent {
 namespace {
@@ -25,7 +26,7 @@ double seconds_since(Clock::time_point t0) {
 
 std::string gate_line(const evaluator::GateResult& g) {
   std::string line = fmt::format("    {:<12} {}", g.name, evaluator::gate_status_name(g.status));
-  if (!g.reason.empty()) line += "  " + g.reason.substr(0, 160);
+  if (!g.reason.empty()) line += "  " + store::clip_text(g.reason, 160);
   return line;
 }
 

@@ -8,6 +8,7 @@
 #include "kernels/rmsnorm/manifest.h"
 #include "store/error.h"
 #include "store/receipt.h"
+#include "store/text_view.h"
 
 namespace kloop::agent {
 namespace {
@@ -30,10 +31,40 @@ void write_file(const std::filesystem::path& path, const std::string& bytes) {
   if (!(out << bytes)) throw evaluator::InfraError("cannot write " + path.string());
 }
 
-// Why nothing passed: the not-run device gates (pending) or the failed gates (rejected).
+// "1", "1-3", "1, 3, 5-6": 1-based iteration numbers in increasing order.
+std::string iteration_list(const std::vector<int>& its) {
+  std::string out;
+  for (std::size_t i = 0; i < its.size();) {
+    std::size_t j = i;
+    while (j + 1 < its.size() && its[j + 1] == its[j] + 1)
+      ++j;
+    out += (out.empty() ? "" : ", ") +
+           (j > i ? fmt::format("{}-{}", its[i], its[j]) : std::to_string(its[i]));
+    i = j + 1;
+  }
+  return out;
+}
+
+// Why nothing passed: the not-run device gates (pending) or the failed gates (rejected). Iterations
+// that share a gate and a reason share one entry ("iterations 1-5: correctness not run (...)"), so
+// a CPU-only run states its one reason once; reasons are clipped at a word boundary.
 std::string summarise_failures(const store::SessionDetail& d, bool pending) {
-  std::vector<std::string> parts;
+  struct Entry {
+    std::string what, reason;
+    std::vector<int> iterations;
+  };
+  std::vector<Entry> entries;
+  const auto add = [&](int iteration, std::string what, std::string reason) {
+    for (auto& e : entries) {
+      if (e.what == what && e.reason == reason) {
+        if (e.iterations.back() != iteration) e.iterations.push_back(iteration);
+        return;
+      }
+    }
+    entries.push_back({std::move(what), std::move(reason), {iteration}});
+  };
   for (const auto& it : d.iterations) {
+    const int n = static_cast<int>(it.iteration.index) + 1;
     for (const auto& c : it.candidates) {
       for (const auto& g : c.gates) {
         const bool relevant = pending ? g.status == store::GateCode::kNotRun &&
@@ -42,23 +73,22 @@ std::string summarise_failures(const store::SessionDetail& d, bool pending) {
                                             g.status == store::GateCode::kCrashed ||
                                             g.status == store::GateCode::kTimeout;
         if (!relevant) continue;
-        std::string line = fmt::format("iteration {}: {} {}", it.iteration.index + 1, g.name,
-                                       pending ? "not run" : "failed");
-        if (!g.reason.empty()) line += " (" + g.reason.substr(0, 120) + ")";
-        parts.push_back(line);
-        if (pending) break; // one line per iteration is enough
+        add(n, fmt::format("{} {}", g.name, pending ? "not run" : "failed"), g.reason);
+        if (pending) break; // one gate per iteration is enough
       }
     }
-    if (it.candidates.empty()) {
-      const auto err = it.iteration.notes.value("error", std::string());
-      parts.push_back(fmt::format("iteration {}: provider error {}", it.iteration.index + 1, err));
-    }
+    if (it.candidates.empty())
+      add(n, "provider error", it.iteration.notes.value("error", std::string()));
   }
-  if (parts.empty()) return "no iteration produced a candidate";
+  if (entries.empty()) return "no iteration produced a candidate";
   std::string out;
-  for (std::size_t i = 0; i < parts.size() && i < 8; ++i)
-    out += (i ? "; " : "") + parts[i];
-  if (parts.size() > 8) out += fmt::format("; and {} more", parts.size() - 8);
+  for (std::size_t i = 0; i < entries.size() && i < 8; ++i) {
+    const Entry& e = entries[i];
+    out += fmt::format("{}iteration{} {}: {}", i ? "; " : "", e.iterations.size() > 1 ? "s" : "",
+                       iteration_list(e.iterations), e.what);
+    if (!e.reason.empty()) out += " (" + store::clip_text(e.reason, 200) + ")";
+  }
+  if (entries.size() > 8) out += fmt::format("; and {} more", entries.size() - 8);
   return out;
 }
 

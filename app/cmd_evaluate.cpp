@@ -11,6 +11,7 @@
 #include "app/commands.h"
 #include "evaluator/pipeline.h"
 #include "evaluator/subprocess.h"
+#include "store/text_view.h"
 
 namespace kloop::app {
 namespace {
@@ -31,8 +32,7 @@ struct EvaluateArgs {
 void print_table(const evaluator::PublicReport& report) {
   std::printf("%-12s %-12s %s\n", "gate", "status", "reason");
   for (const auto& g : report.gates) {
-    std::string reason = g.reason;
-    if (reason.size() > 160) reason = reason.substr(0, 157) + "...";
+    const std::string reason = store::clip_text(g.reason, 160);
     std::printf("%-12s %-12s %s\n", g.name.c_str(),
                 std::string(evaluator::gate_status_name(g.status)).c_str(), reason.c_str());
   }

@@ -213,7 +213,14 @@ GpuRunResult run_gpu_worker(const GpuRunRequest& request, const GpuRunOptions& o
     } catch (const InfraError& e) { // a build without CUDA: the tool is missing, not our fault
       GpuRunResult r;
       r.status = GateStatus::kNotRun;
+#if KLOOP_BUILT_WITH_CUDA
       r.reason = std::string("GPU worker not built: ") + e.what();
+#else
+      (void)e;
+      r.reason = "GPU worker not built: this kloop was configured with KLOOP_WITH_CUDA=OFF, "
+                 "which builds no GPU worker; the device gates need a build with CUDA (the "
+                 "default, README \"Set-up commands\") on a machine with an NVIDIA GPU";
+#endif
       return r;
     }
   }

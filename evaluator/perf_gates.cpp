@@ -146,6 +146,15 @@ GateResult benchmark_gate(const json& r) {
           first_failure =
               fmt::format("{}: timed output of round {} differs from the reference: {}", swhere,
                           c.value("round", -1), c.value("detail", std::string("no detail")));
+          // The worker poisons the checked buffers before the round (0xFF bytes): words still
+          // holding it were never written by the candidate's timed launches.
+          const auto left = c.value("poison_words_left", std::uint64_t{0});
+          const auto words = c.value("words", std::uint64_t{0});
+          if (left > 0 && words > 0)
+            first_failure += fmt::format(
+                "; {} of {} 4-byte words of the output still hold the poison written before the "
+                "round ({}), so the timed launches left them unwritten",
+                left, words, left == words ? "all of them" : "some");
         }
       }
       bench::SpeedDecision d{};

@@ -15,6 +15,21 @@ std::string replace_invalid_utf8(std::string_view s) {
       .get<std::string>();
 }
 
+std::string clip_text(std::string_view s, std::size_t max_bytes) {
+  if (s.size() <= max_bytes) return std::string(s);
+  std::size_t cut = max_bytes;
+  // Not inside a UTF-8 sequence: back up over continuation bytes (10xxxxxx).
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
+    --cut;
+  const std::size_t space = s.rfind(' ', cut);
+  if (space != std::string_view::npos && space > 0 && space >= cut - cut / 3) cut = space;
+  std::string out(s.substr(0, cut));
+  while (!out.empty() && (out.back() == ' ' || out.back() == ',' || out.back() == ';' ||
+                          out.back() == ':' || out.back() == '('))
+    out.pop_back();
+  return out + "...";
+}
+
 std::vector<HoldoutLine> holdout_lines(const SessionDetail& d) {
   std::vector<HoldoutLine> out;
   const auto fill_commitment = [](HoldoutLine& line, const HoldoutCommitmentRecord* c) {

@@ -16,6 +16,11 @@ struct SessionDetail;
 // text from an edited or damaged row); valid text is returned unchanged.
 std::string replace_invalid_utf8(std::string_view s);
 
+// `s` shortened for one line of terminal output: unchanged when it has at most `max_bytes` bytes,
+// else cut at the last space within its first `max_bytes` bytes (or at `max_bytes` when a word is
+// longer than a third of that), never inside a UTF-8 sequence, with "..." appended.
+std::string clip_text(std::string_view s, std::size_t max_bytes);
+
 // One sealed-holdout entry of a session: a run of a candidate, or a commitment without a run.
 struct HoldoutLine {
   std::optional<std::int64_t> candidate_id; // nullopt: a commitment that never ran

@@ -54,6 +54,11 @@ TEST_F(EvaluateCliTest, GoodCandidateIsPendingDeviceValidationWithExit3) {
     EXPECT_EQ(reason.rfind("no CUDA device", 0), 0u) << reason;
   else
     EXPECT_EQ(reason.rfind("GPU worker not built", 0), 0u) << reason;
+#if !KLOOP_TEST_BUILT_WITH_CUDA
+  // A CUDA-off build names its configuration, not a target it cannot build.
+  EXPECT_NE(reason.find("configured with KLOOP_WITH_CUDA=OFF"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find("build the 'kloop-gpu-worker' target"), std::string::npos) << reason;
+#endif
   EXPECT_EQ(doc["artifacts"]["kernel.cubin"].get<std::string>().size(), 64u);
 }
 

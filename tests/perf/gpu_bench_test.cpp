@@ -173,6 +173,9 @@ TEST(GpuBenchTest, TimedLaunchesThatWriteNothingFailTheOutputCheck) {
   const GateResult g = benchmark_gate(r.result["benchmark"]);
   EXPECT_EQ(g.status, GateStatus::kFail);
   EXPECT_NE(g.reason.find("timed output of round"), std::string::npos) << g.reason;
+  EXPECT_NE(g.reason.find("still hold the poison written before the round (all of them)"),
+            std::string::npos)
+      << g.reason;
   // Every checked round fails on every element. Without the poison, a check of a round whose
   // buffer another path wrote before (cold round 9 at seed 1: order B A C, the candidate on the
   // buffer the A/A partner and the baseline wrote) would pass.

@@ -100,6 +100,26 @@ TEST(PerfGatesTest, TimedOutputMismatchFailsTheBenchmark) {
   const GateResult g = benchmark_gate(r);
   EXPECT_EQ(g.status, GateStatus::kFail);
   EXPECT_NE(g.reason.find("round 5"), std::string::npos) << g.reason;
+  EXPECT_EQ(g.reason.find("poison"), std::string::npos) << g.reason; // nothing recorded about it
+}
+
+TEST(PerfGatesTest, UnwrittenTimedOutputIsNamedInTheReason) {
+  json r = result({shape(8, 4096, "float32", 0.004, 0.004)});
+  r["shapes"][0]["states"][0]["output_checks"] = {{{"round", 9},
+                                                   {"pass", false},
+                                                   {"detail", "32768 elements outside tolerance"},
+                                                   {"poison_words_left", 32768},
+                                                   {"words", 32768}}};
+  GateResult g = benchmark_gate(r);
+  EXPECT_EQ(g.status, GateStatus::kFail);
+  EXPECT_NE(g.reason.find("32768 of 32768 4-byte words of the output still hold the poison"),
+            std::string::npos)
+      << g.reason;
+  EXPECT_NE(g.reason.find("all of them"), std::string::npos) << g.reason;
+  r["shapes"][0]["states"][0]["output_checks"][0]["poison_words_left"] = 12;
+  g = benchmark_gate(r);
+  EXPECT_NE(g.reason.find("12 of 32768"), std::string::npos) << g.reason;
+  EXPECT_NE(g.reason.find("(some)"), std::string::npos) << g.reason;
 }
 
 // A state without a single timed output check fails the gate: nothing shows its timed launches
