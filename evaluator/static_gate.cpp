@@ -116,6 +116,10 @@ GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
     g.status = GateStatus::kFail;
     g.reason = findings.front().message;
     if (findings.size() > 1) g.reason += fmt::format(" (+{} more findings)", findings.size() - 1);
+  } else if (g.evidence["sass"].value("status", "") != "ran") {
+    // The pass rests on the PTX checks and ptxas resources; say what did not run.
+    g.reason = "PTX checks passed; SASS summary not run: " +
+               g.evidence["sass"].value("reason", std::string("no reason recorded"));
   }
   return g;
 }

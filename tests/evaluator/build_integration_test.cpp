@@ -86,6 +86,12 @@ TEST_F(BuildIntegrationTest, GoodCandidateBuildsAndIsPendingDeviceValidation) {
   auto ev = evaluate(c);
   ASSERT_EQ(ev.report.find("build")->status, GateStatus::kPass) << ev.report.to_json().dump(2);
   EXPECT_EQ(ev.report.find("static")->status, GateStatus::kPass) << ev.report.to_json().dump(2);
+  // A pass whose SASS summary did not run (no cuobjdump here) says so; a full pass says nothing.
+  const GateResult* st = ev.report.find("static");
+  if (st->evidence["sass"]["status"] == "ran")
+    EXPECT_EQ(st->reason, "");
+  else
+    EXPECT_EQ(st->reason.rfind("PTX checks passed; SASS summary not run: ", 0), 0u) << st->reason;
   EXPECT_EQ(ev.report.find("correctness")->status, GateStatus::kNotRun);
   EXPECT_EQ(ev.report.find("correctness")->reason, "GPU worker not built");
   EXPECT_EQ(ev.report.verdict, Verdict::kPendingDeviceValidation);
