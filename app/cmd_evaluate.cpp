@@ -32,7 +32,8 @@ struct EvaluateArgs {
 void print_table(const evaluator::PublicReport& report) {
   std::printf("%-12s %-12s %s\n", "gate", "status", "reason");
   for (const auto& g : report.gates) {
-    const std::string reason = store::clip_text(g.reason, 160);
+    // The whole reason (it often ends with the fix), made safe for the terminal.
+    const std::string reason = store::terminal_text(g.reason);
     std::printf("%-12s %-12s %s\n", g.name.c_str(),
                 std::string(evaluator::gate_status_name(g.status)).c_str(), reason.c_str());
   }

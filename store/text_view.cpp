@@ -15,8 +15,28 @@ std::string replace_invalid_utf8(std::string_view s) {
       .get<std::string>();
 }
 
-std::string clip_text(std::string_view s, std::size_t max_bytes) {
-  if (s.size() <= max_bytes) return std::string(s);
+std::string terminal_text(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", c);
+    } else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(s[i + 1]) <= 0x9f) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(s[i + 1]));
+      ++i;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string clip_text(std::string_view raw, std::size_t max_bytes) {
+  const std::string safe = terminal_text(raw);
+  const std::string_view s = safe;
+  if (s.size() <= max_bytes) return safe;
   std::size_t cut = max_bytes;
   // Not inside a UTF-8 sequence: back up over continuation bytes (10xxxxxx).
   while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)

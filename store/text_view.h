@@ -16,9 +16,16 @@ struct SessionDetail;
 // text from an edited or damaged row); valid text is returned unchanged.
 std::string replace_invalid_utf8(std::string_view s);
 
-// `s` shortened for one line of terminal output: unchanged when it has at most `max_bytes` bytes,
-// else cut at the last space within its first `max_bytes` bytes (or at `max_bytes` when a word is
-// longer than a third of that), never inside a UTF-8 sequence, with "..." appended.
+// `s` made safe to print on a terminal: C0 control bytes other than newline and tab, DEL and the
+// C1 controls (U+0080..U+009F) are written as "\xNN" / "\u00NN", so text that came from a
+// candidate, a compiler or a model (an ESC sequence in a diagnostic, say) cannot move the cursor,
+// recolour or clear what kloop prints. Other bytes are unchanged.
+std::string terminal_text(std::string_view s);
+
+// terminal_text(s) shortened for one line of terminal output: unchanged when it has at most
+// `max_bytes` bytes, else cut at the last space within its first `max_bytes` bytes (or at
+// `max_bytes` when a word is longer than a third of that), never inside a UTF-8 sequence, with
+// "..." appended.
 std::string clip_text(std::string_view s, std::size_t max_bytes);
 
 // One sealed-holdout entry of a session: a run of a candidate, or a commitment without a run.

@@ -97,6 +97,23 @@ TEST_F(EvaluateCliTest, BadManifestIsRejectedWithExit1) {
   fs::remove_all(dir);
 }
 
+// A compiler diagnostic carries the candidate's own text: its control bytes are printed as
+// escapes, so a candidate cannot recolour or rewrite the table, and the reason is not clipped.
+TEST_F(EvaluateCliTest, CandidateTextCannotDriveTheTerminal) {
+  const fs::path dir = fs::temp_directory_path() / "kloop-cli-esc";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "kernel.cu") << "#error \x1b[32mALL GATES PASS\x1b[0m\n"
+                                   << std::ifstream(kFixtures / "good/kernel.cu").rdbuf();
+  fs::copy_file(kFixtures / "good/manifest.json", dir / "manifest.json");
+  auto call = kloop({"evaluate", "rmsnorm", "--candidate", dir.string()});
+  EXPECT_EQ(call.exit_code, 1) << call.stdout_text << call.stderr_text;
+  EXPECT_EQ(call.stdout_text.find('\x1b'), std::string::npos) << call.stdout_text;
+  EXPECT_NE(call.stdout_text.find("\\x1b[32mALL GATES PASS\\x1b[0m"), std::string::npos)
+      << call.stdout_text;
+  fs::remove_all(dir);
+}
+
 TEST_F(EvaluateCliTest, UnreadableDirectoryAndUnknownOperatorExit2) {
   auto call = kloop({"evaluate", "rmsnorm", "--candidate", "/nonexistent/kloop-candidate"});
   EXPECT_EQ(call.exit_code, 2);

@@ -35,3 +35,26 @@ TEST(ClipText, OneLongWordIsCutAtTheLimitNeverInsideAUtf8Sequence) {
 
 } // namespace
 } // namespace kloop::store
+
+namespace kloop::store {
+namespace {
+
+TEST(TerminalText, ControlBytesAreWrittenAsEscapesNotSentToTheTerminal) {
+  // An ANSI colour sequence in an NVRTC diagnostic (a candidate's #error text).
+  EXPECT_EQ(terminal_text("#error \x1b[31mALL GATES PASS\x1b[0m"),
+            "#error \\x1b[31mALL GATES PASS\\x1b[0m");
+  EXPECT_EQ(terminal_text(std::string("a\0b\rc\x7f", 6)), "a\\x00b\\x0dc\\x7f");
+  // U+009B (CSI as a C1 control, C2 9B in UTF-8) too; other UTF-8 text is unchanged.
+  EXPECT_EQ(terminal_text("x\xc2\x9b"
+                          "2J y \xc3\xa9 \xe2\x80\xa6"),
+            "x\\u009b2J y \xc3\xa9 \xe2\x80\xa6");
+  // Newlines and tabs stay: multi-line reasons keep their shape.
+  EXPECT_EQ(terminal_text("line 1\n\tline 2"), "line 1\n\tline 2");
+}
+
+TEST(TerminalText, ClipTextEscapesBeforeItCuts) {
+  EXPECT_EQ(clip_text("\x1b[2J", 20), "\\x1b[2J");
+}
+
+} // namespace
+} // namespace kloop::store
