@@ -10,6 +10,7 @@
 #include "evaluator/gate.h"
 #include "kernels/rmsnorm/contract.h"
 #include "kernels/rmsnorm/manifest.h"
+#include "store/error.h"
 #include "store/receipt.h"
 #include "store/store.h"
 
@@ -58,21 +59,73 @@ const store::CandidateDetail* pick_candidate(const store::SessionDetail& d, bool
   return last;
 }
 
-// Adds a promotion row repeating the latest decision with `rollout` in its evidence; false when
-// there is no decision to attach it to or it is already recorded.
-bool record_rollout(store::Store& st, const store::SessionDetail& d, const Rollout& rollout) {
-  if (!d.promotion) return false;
+// What record_rollout did.
+struct RolloutRecorded {
+  bool recorded = false; // the rollout is in the latest promotion decision's evidence
+  std::string refused;   // why it was not recorded although a decision exists, or ""
+};
+
+// Attaches `rollout` to session `session_id`'s latest promotion decision, in place: the
+// decision, its candidate, reason and decided_at stay and no second decision row is written, so
+// exporting again never moves the decision. A rollout it replaces is kept in the evidence's
+// `rollouts_replaced` (with when it was recorded). Once a receipt is signed, another rollout is
+// refused (the signature would no longer match the store). The check and the write are one step
+// under the store's write lock (re-read there), so a receipt signed meanwhile is seen. Not
+// recorded, and not refused, when there is no decision to attach it to.
+RolloutRecorded record_rollout(store::Store& st, std::int64_t session_id, const Rollout& rollout) {
+  auto step = st.begin_step();
+  const store::SessionDetail d = st.load_session(session_id);
+  if (!d.promotion) return {};
   json evidence = d.promotion->evidence.is_object() ? d.promotion->evidence : json::object();
-  if (evidence.value("rollout", json()) == rollout.to_json()) return true;
+  const json recorded = evidence.value("rollout", json());
+  if (recorded == rollout.to_json()) return {true, ""};
+  if (!d.receipts.empty())
+    return {false,
+            fmt::format(
+                "session {} has a signed receipt over the rollout recorded in the store ({}); "
+                "recording another rollout would make that signature no longer match: export "
+                "without --rollout (the recorded rollout is used) or with the same rollout file",
+                session_id, recorded.dump())};
+  if (!recorded.is_null()) {
+    json replaced = evidence.value("rollouts_replaced", json::array());
+    if (!replaced.is_array()) replaced = json::array({replaced});
+    replaced.push_back(
+        {{"rollout", recorded}, {"recorded_at", evidence.value("rollout_recorded_at", json())}});
+    evidence["rollouts_replaced"] = replaced;
+  }
   evidence["rollout"] = rollout.to_json();
   evidence["rollout_recorded_by"] = "kloop export --rollout";
-  store::PromotionRecord p = *d.promotion;
-  p.id = 0;
-  p.evidence = evidence;
-  auto step = st.begin_step();
-  step.add_promotion(p);
+  evidence["rollout_recorded_at"] = store::now_iso8601();
+  step.set_promotion_evidence(d.promotion->id, evidence);
   step.commit();
-  return true;
+  return {true, ""};
+}
+
+// The newest signed receipt of `d` whose payload is `payload` but for approval_identity (the
+// reviewer and key the signature names), as the store keeps it (the receipt blob, re-hashed);
+// null when none matches. A receipt whose blob is missing or altered is skipped and named in
+// `note`.
+json signed_receipt(const store::Store& st, const store::SessionDetail& d, const json& payload,
+                    std::string& note) {
+  for (auto it = d.receipts.rbegin(); it != d.receipts.rend(); ++it) {
+    json receipt;
+    try {
+      receipt = json::parse(st.blob(it->receipt_sha256), nullptr, false);
+    } catch (const store::StoreError& e) {
+      note = fmt::format("signed receipt {} skipped: {}", it->id, e.what());
+      continue;
+    }
+    if (!receipt.is_object() || !receipt.contains("payload") || !receipt["payload"].is_object())
+      continue;
+    json signed_payload = receipt["payload"];
+    signed_payload["approval_identity"] = payload.value("approval_identity", json());
+    if (signed_payload == payload) return receipt;
+  }
+  if (!d.receipts.empty() && note.empty())
+    note = fmt::format("session {} has {} signed receipt(s), none over the receipt as the store "
+                       "now holds it (signed before the store changed?); receipt.json is unsigned",
+                       d.session.id, d.receipts.size());
+  return nullptr;
 }
 
 } // namespace
@@ -213,32 +266,7 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
     return r;
   }
 
-  if (options.rollout) r.rollout_recorded = record_rollout(st, d, *options.rollout);
-  // Reloaded into a new detail: `c` and `cubin_art` point into `d`.
-  const store::SessionDetail now = r.rollout_recorded ? st.load_session(session_id) : d;
-  json payload = store::build_receipt_payload(now, store::receipt_manifest(st, now), std::nullopt,
-                                              std::nullopt);
-  if (options.rollout && !r.rollout_recorded) payload["rollout"] = options.rollout->to_json();
-  r.receipt = {{"payload", payload},
-               {"approval",
-                {{"canonical_payload_sha256", nullptr},
-                 {"signature", nullptr},
-                 {"signing_key_id", nullptr}}}};
-
-  const auto manifest = rmsnorm::parse_manifest(manifest_text, source).manifest;
-  json exp = meta;
-  exp["kloop_export"] = 1;
-  exp["manifest_sha256"] = c->candidate.manifest_sha256;
-  exp["dispatch"] = rmsnorm::dispatch_predicate_text(*manifest);
-  exp["target"] = manifest->target;
-  exp["rollout"] = options.rollout ? options.rollout->to_json() : json(nullptr);
-  exp["rollout_recorded_in_store"] = r.rollout_recorded;
-  exp["exported_at"] = store::now_iso8601();
-  if (!r.promoted)
-    exp["warning"] = fmt::format("NOT PROMOTED: session {} ended {}; this package is for review "
-                                 "and testing only, not for deployment",
-                                 session_id, status);
-
+  // The output folder is checked before anything is recorded in the store.
   r.package_dir = dir / "kloop_rmsnorm";
   std::error_code fec;
   if (std::filesystem::exists(dir, fec) && !std::filesystem::is_directory(dir, fec)) {
@@ -255,6 +283,43 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
     r.exit_code = 2;
     return r;
   }
+  if (options.rollout) {
+    const RolloutRecorded rec = record_rollout(st, session_id, *options.rollout);
+    if (!rec.refused.empty()) {
+      r.exit_code = 2;
+      r.error = rec.refused;
+      return r;
+    }
+    r.rollout_recorded = rec.recorded;
+  }
+  // Reloaded into a new detail: `c` and `cubin_art` point into `d`.
+  const store::SessionDetail now = r.rollout_recorded ? st.load_session(session_id) : d;
+  json payload = store::build_receipt_payload(now, store::receipt_manifest(st, now), std::nullopt,
+                                              std::nullopt);
+  if (options.rollout && !r.rollout_recorded) payload["rollout"] = options.rollout->to_json();
+  r.receipt = signed_receipt(st, now, payload, r.receipt_note);
+  r.receipt_signed = !r.receipt.is_null();
+  if (!r.receipt_signed)
+    r.receipt = {{"payload", payload},
+                 {"approval",
+                  {{"canonical_payload_sha256", nullptr},
+                   {"signature", nullptr},
+                   {"signing_key_id", nullptr}}}};
+
+  const auto manifest = rmsnorm::parse_manifest(manifest_text, source).manifest;
+  json exp = meta;
+  exp["kloop_export"] = 1;
+  exp["manifest_sha256"] = c->candidate.manifest_sha256;
+  exp["dispatch"] = rmsnorm::dispatch_predicate_text(*manifest);
+  exp["target"] = manifest->target;
+  exp["rollout"] = options.rollout ? options.rollout->to_json() : json(nullptr);
+  exp["rollout_recorded_in_store"] = r.rollout_recorded;
+  exp["exported_at"] = store::now_iso8601();
+  if (!r.promoted)
+    exp["warning"] = fmt::format("NOT PROMOTED: session {} ended {}; this package is for review "
+                                 "and testing only, not for deployment",
+                                 session_id, status);
+
   std::filesystem::create_directories(r.package_dir);
   auto put = [&](const std::string& name, std::string_view bytes) {
     write_file(r.package_dir / name, bytes);

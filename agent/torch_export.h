@@ -4,10 +4,14 @@
 // the embedded Python templates (export_templates/: custom op, fake impl, dispatch predicate
 // mirroring kernels/rmsnorm/wrapper.cpp, reference, autograd routing, kill switch, cuda-python
 // launcher, shadow module), the receipt and export.json. The rollout section of the receipt
-// comes from an explicit rollout file; it is recorded in the store as a promotion row that
-// repeats the session's latest decision with the rollout added, so `kloop receipt sign`
-// reproduces the exported receipt from the store. An unpromoted session is refused unless the
-// caller allows it; the package then says so in export.json, _config.PROMOTED and a warning.
+// comes from an explicit rollout file; it is recorded in the store in the evidence of the
+// session's latest promotion decision (in place: no second decision row, decided_at kept; a
+// rollout it replaces before any signature is kept in `rollouts_replaced`; after a signature
+// another rollout is refused), so `kloop receipt sign` reproduces the exported receipt from the
+// store and exporting again never moves the decision. receipt.json is the session's signed receipt
+// when one signed in the store matches the payload (as the store keeps it: the receipt blob), else
+// the unsigned payload. An unpromoted session is refused unless the caller allows it; the package
+// then says so in export.json, _config.PROMOTED and a warning.
 #pragma once
 
 #include <cstdint>
@@ -57,14 +61,17 @@ struct TorchExportOptions {
 
 struct TorchExportResult {
   bool ok = false;
-  int exit_code = 0; // 0 written; 1 refused (not promoted); 2 bad input (no such candidate data)
+  int exit_code = 0; // 0 written; 1 refused (not promoted); 2 bad input (no such candidate data,
+                     // a rollout other than the one a signed receipt covers)
   std::string error; // why not written: names the session, the cause and the next step
   std::filesystem::path package_dir; // DIR/kloop_rmsnorm
   std::int64_t candidate_id = 0;
   bool promoted = false;
-  bool rollout_recorded = false;  // a promotion row with the rollout was added
+  bool rollout_recorded = false;  // the rollout is in the latest promotion decision's evidence
   std::vector<std::string> files; // file names written into package_dir
-  nlohmann::json receipt;         // the receipt written (payload + unsigned approval)
+  nlohmann::json receipt;         // the receipt written (payload + approval)
+  bool receipt_signed = false;    // receipt is a signed receipt from the store
+  std::string receipt_note; // a signed receipt skipped (blob missing or altered) or none matching
 };
 
 // Exports session `session_id` of `store` into `dir`/kloop_rmsnorm (created; existing files of

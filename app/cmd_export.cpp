@@ -1,7 +1,8 @@
 // `kloop export ID --torch DIR [--rollout FILE] [--allow-unpromoted]` and
 // `kloop shadow ID --inputs DIR [--json] [--allow-unpromoted]` (agent/torch_export.h,
 // agent/shadow.h). Exit codes: 0 written / shadow pass; 1 refused (not promoted) / shadow
-// divergence; 2 bad input (rollout file, inputs folder); 3 could not finish (shadow not run).
+// divergence; 2 bad input (rollout file, a rollout other than the one a signed receipt covers,
+// inputs folder); 3 could not finish (shadow not run).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include "agent/shadow.h"
 #include "agent/torch_export.h"
 #include "app/commands.h"
+#include "store/receipt.h"
 #include "store/store.h"
 
 namespace kloop::app {
@@ -71,15 +73,22 @@ int cmd_export(const ExportOpts& o) {
   std::string msg =
       fmt::format("wrote {} ({} files; candidate {}{})\n", r.package_dir.string(), r.files.size(),
                   r.candidate_id, r.promoted ? ", promoted" : ", NOT promoted");
-  if (eo.rollout)
-    msg += r.rollout_recorded ? "rollout recorded in the store; sign the receipt with `kloop "
-                                "receipt sign " +
-                                    std::to_string(o.id) + " --key KEY --reviewer NAME`\n"
-                              : "rollout written to receipt.json only: the session has no "
-                                "promotion decision to attach it to\n";
-  else
+  if (!r.receipt_note.empty()) std::fprintf(stderr, "kloop export: %s\n", r.receipt_note.c_str());
+  if (eo.rollout && !r.rollout_recorded)
+    msg += "rollout written to receipt.json only: the session has no promotion decision to "
+           "attach it to\n";
+  else if (eo.rollout)
+    msg += "rollout recorded in the store (on its promotion decision, which is unchanged)\n";
+  if (r.receipt_signed)
+    msg += fmt::format("receipt.json is the signed receipt of the store (key {}); check it with "
+                       "`kloop receipt verify`\n",
+                       r.receipt["approval"].value("signing_key_id", std::string("?")));
+  else if (!store::empty_rollout_fields(r.receipt["payload"]).empty())
     msg += "receipt.json has an empty rollout section (not signable for deployment); pass "
            "--rollout FILE to fill it\n";
+  else if (r.promoted)
+    msg += "receipt.json is unsigned: sign it with `kloop receipt sign " + std::to_string(o.id) +
+           " --key KEY --reviewer NAME`, then export again to carry the signature\n";
   std::fwrite(msg.data(), 1, msg.size(), stdout);
   return kExitOk;
 }

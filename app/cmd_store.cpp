@@ -132,6 +132,19 @@ void invalid_utf8_paths(const nlohmann::json& j, const std::string& path,
   }
 }
 
+// Prints on stderr the note that stored text at `where` (`what`: "kloop show: session 3") is not
+// valid UTF-8 and was printed with U+FFFD, and what to check.
+void note_invalid_utf8(const std::string& what, const std::vector<std::string>& where) {
+  std::fprintf(stderr,
+               "%s: note: stored text that is not valid UTF-8 (an edited or damaged row) at %s; "
+               "printed with U+FFFD in place of the invalid bytes. Database rows carry no hash: "
+               "compare with a copy you trust, and run `kloop store verify` to check the blobs "
+               "and the database structure\n",
+               what.c_str(),
+               where.empty() ? "an unnamed field"
+                             : fmt::format("{}", fmt::join(where, ", ")).c_str());
+}
+
 // Serialises store content for printing. Stored text that is not valid UTF-8 (an edited or
 // damaged row) would make the serializer throw; its bytes are printed as U+FFFD instead, and a
 // note on stderr (`what`: "kloop show: session 3") names the JSON paths and what to check, so the
@@ -143,15 +156,36 @@ std::string dump_store_json(const nlohmann::json& j, const std::string& what, in
   }
   std::vector<std::string> bad;
   invalid_utf8_paths(j, "", bad);
-  std::fprintf(stderr,
-               "%s: note: stored text that is not valid UTF-8 (an edited or damaged row) at %s; "
-               "printed with U+FFFD in place of the invalid bytes. Database rows carry no hash: "
-               "compare with a copy you trust, and run `kloop store verify` to check the blobs "
-               "and the database structure\n",
-               what.c_str(),
-               bad.empty() ? "an unnamed field" : fmt::format("{}", fmt::join(bad, ", ")).c_str());
+  note_invalid_utf8(what, bad);
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
+
+// Stored text for the text views (`kloop sessions`, `kloop show`): text that is not valid UTF-8
+// (an edited or damaged row) is printed with U+FFFD, as the JSON views print it, and one note on
+// stderr names the fields so repaired (`what`: "kloop show: session 3").
+class TextScrub {
+public:
+  explicit TextScrub(std::string what) : what_(std::move(what)) {}
+  // `text` made valid UTF-8; `field` ("session 3 model") is named in the note when it was not.
+  std::string operator()(const std::string& text, const std::string& field) {
+    std::string out = store::replace_invalid_utf8(text);
+    if (out != text) fields_.push_back(field);
+    return out;
+  }
+  // Prints `out` on stdout, made valid UTF-8 as a whole (invalid bytes left there come from a
+  // stored value not passed through operator(): "other stored text"), then the note when
+  // anything was replaced.
+  void print_all(const std::string& out) {
+    const std::string valid = store::replace_invalid_utf8(out);
+    if (valid != out) fields_.push_back("other stored text");
+    print(valid);
+    if (!fields_.empty()) note_invalid_utf8(what_, fields_);
+  }
+
+private:
+  std::string what_;
+  std::vector<std::string> fields_;
+};
 
 // Display width of UTF-8 `text` in code points (bytes that do not continue a sequence).
 std::size_t text_width(const std::string& text) {
@@ -173,28 +207,86 @@ void cmd_sessions(const Opts& o) {
   }
   // Names are never cut: the operator and provider/model columns are as wide as their longest
   // value. `kind` tells optimize sessions from checker-coverage runs (store::session_kind).
+  TextScrub text("kloop sessions");
+  struct Row {
+    const store::SessionSummary* s;
+    std::string op, pm, started;
+  };
+  std::vector<Row> rows;
   std::size_t op_w = text_width("operator"), pm_w = text_width("provider/model");
   for (const auto& s : list) {
-    op_w = std::max(op_w, text_width(s.session.operator_name));
-    pm_w = std::max(pm_w, text_width(s.session.provider + "/" + s.session.model));
+    const std::string id = fmt::format("session {} ", s.session.id);
+    Row r{&s, text(s.session.operator_name, id + "operator"),
+          text(s.session.provider, id + "provider") + "/" + text(s.session.model, id + "model"),
+          text(s.session.started_at, id + "started_at")};
+    op_w = std::max(op_w, text_width(r.op));
+    pm_w = std::max(pm_w, text_width(r.pm));
+    rows.push_back(std::move(r));
   }
-  const auto pad = [](const std::string& text, std::size_t width) {
-    return text + std::string(width - std::min(width, text_width(text)), ' ');
+  const auto pad = [](const std::string& t, std::size_t width) {
+    return t + std::string(width - std::min(width, text_width(t)), ' ');
   };
-  print(fmt::format("{:>5}  {:<16} {} {} {:>7}  {:<26} {:>14}  {}\n", "id", "kind",
-                    pad("operator", op_w), pad("provider/model", pm_w), "budget", "verdict",
-                    "best speed-up", "date"));
-  for (const auto& s : list) {
+  std::string out = fmt::format("{:>5}  {:<16} {} {} {:>7}  {:<26} {:>14}  {}\n", "id", "kind",
+                                pad("operator", op_w), pad("provider/model", pm_w), "budget",
+                                "verdict", "best speed-up", "date");
+  for (const auto& [s, op, pm, started] : rows) {
     const std::string verdict =
-        s.decision ? std::string(store::name(*s.decision))
-                   : (s.session.verdict ? std::string(store::name(*s.session.verdict))
-                                        : std::string(store::name(s.session.status)));
-    print(fmt::format("{:>5}  {:<16} {} {} {:>7}  {:<26} {:>14}  {}\n", s.session.id,
-                      store::session_kind(s.session), pad(s.session.operator_name, op_w),
-                      pad(s.session.provider + "/" + s.session.model, pm_w),
-                      fmt::format("{}/{}", s.iterations, s.session.budget), verdict,
-                      fmt_opt(s.best_speedup, "{:.2f}x"), s.session.started_at));
+        s->decision ? std::string(store::name(*s->decision))
+                    : (s->session.verdict ? std::string(store::name(*s->session.verdict))
+                                          : std::string(store::name(s->session.status)));
+    out += fmt::format("{:>5}  {:<16} {} {} {:>7}  {:<26} {:>14}  {}\n", s->session.id,
+                       store::session_kind(s->session), pad(op, op_w), pad(pm, pm_w),
+                       fmt::format("{}/{}", s->iterations, s->session.budget), verdict,
+                       fmt_opt(s->best_speedup, "{:.2f}x"), started);
   }
+  text.print_all(out);
+}
+
+// The benchmark gate's per-state decisions of one candidate (evidence "summary": shape-states
+// faster, indistinguishable and slower than the baseline beyond the A/A noise floor, and the
+// promotion rule's clears_noise_floor).
+struct BenchmarkStates {
+  std::int64_t faster = 0, indistinguishable = 0, slower = 0;
+  std::optional<bool> clears_noise_floor; // nullopt: not recorded
+};
+
+// The states of `c`; nullopt when its benchmark gate recorded no summary (not run, or a session
+// recorded before the summary existed) or the counts are not integers (an edited row).
+std::optional<BenchmarkStates> benchmark_states(const store::CandidateDetail& c) {
+  const store::GateRecord* g = c.gate("benchmark");
+  if (g == nullptr || !g->evidence.is_object()) return std::nullopt;
+  const auto summary = g->evidence.value("summary", nlohmann::json());
+  if (!summary.is_object()) return std::nullopt;
+  BenchmarkStates b;
+  for (const auto& [key, value] : {std::pair<const char*, std::int64_t*>{"faster", &b.faster},
+                                   {"indistinguishable", &b.indistinguishable},
+                                   {"slower", &b.slower}}) {
+    const auto v = summary.value(key, nlohmann::json());
+    if (!v.is_number_integer()) return std::nullopt;
+    *value = v.get<std::int64_t>();
+  }
+  if (const auto clears = summary.value("clears_noise_floor", nlohmann::json());
+      clears.is_boolean())
+    b.clears_noise_floor = clears.get<bool>();
+  return b;
+}
+
+// The frozen candidate's line of `kloop show`: why it was frozen (the benchmark states and
+// whether they clear the noise floor, which the freeze ranks first), or that no states were
+// recorded.
+std::string frozen_text(const store::CandidateDetail& c) {
+  const auto b = benchmark_states(c);
+  if (!b) return "    frozen for the holdout; its benchmark gate recorded no per-state summary\n";
+  const std::string counts = fmt::format(
+      "{} shape-states faster than the baseline beyond the A/A noise floor, {} slower, {} "
+      "indistinguishable",
+      b->faster, b->slower, b->indistinguishable);
+  if (!b->clears_noise_floor)
+    return fmt::format("    frozen for the holdout: {}; clears_noise_floor not recorded\n", counts);
+  return fmt::format("    frozen for the holdout: {}; {} the noise floor (clears_noise_floor {}: "
+                     "the promotion rule needs at least one state faster and none slower)\n",
+                     counts, *b->clears_noise_floor ? "clears" : "does NOT clear",
+                     *b->clears_noise_floor);
 }
 
 void cmd_show(const Opts& o) {
@@ -205,46 +297,73 @@ void cmd_show(const Opts& o) {
     print(dump_store_json(d.to_json(), what) + "\n");
     return;
   }
+  TextScrub text(what);
   const auto& s = d.session;
-  print(fmt::format("session {} {} (contract {}), {}/{}, budget {}, seed {}, status {}, "
-                    "verdict {}\n",
-                    s.id, s.operator_name, s.contract_version, s.provider, s.model, s.budget,
-                    s.seed, store::name(s.status), s.verdict ? store::name(*s.verdict) : "none"));
-  print(fmt::format("kloop {} ({}), toolkit {}, driver {}, device {}, started {}\n",
-                    s.kloop_version, s.kloop_commit, s.toolkit_version,
-                    s.driver_version.empty() ? "none" : s.driver_version,
-                    s.device_name.empty() ? "none" : s.device_name, s.started_at));
-  print(session_resources_text(s));
+  const auto field = [&](const std::string& value, const char* name) {
+    return text(value, fmt::format("session {} {}", s.id, name));
+  };
+  std::string out;
+  out += fmt::format("session {} {} (contract {}), {}/{}, budget {}, seed {}, status {}, "
+                     "verdict {}\n",
+                     s.id, field(s.operator_name, "operator"),
+                     field(s.contract_version, "contract_version"), field(s.provider, "provider"),
+                     field(s.model, "model"), s.budget, s.seed, store::name(s.status),
+                     s.verdict ? store::name(*s.verdict) : "none");
+  out += fmt::format("kloop {} ({}), toolkit {}, driver {}, device {}, started {}\n",
+                     field(s.kloop_version, "kloop_version"), field(s.kloop_commit, "kloop_commit"),
+                     field(s.toolkit_version, "toolkit_version"),
+                     s.driver_version.empty() ? "none" : field(s.driver_version, "driver_version"),
+                     s.device_name.empty() ? "none" : field(s.device_name, "device_name"),
+                     field(s.started_at, "started_at"));
+  out += session_resources_text(s);
+  // The candidate frozen for the holdout: the promotion decision's, else the holdout run's.
+  std::optional<std::int64_t> frozen;
+  if (d.promotion && d.promotion->candidate_id)
+    frozen = d.promotion->candidate_id;
+  else if (!d.holdout_runs.empty())
+    frozen = d.holdout_runs.back().candidate_id;
   for (const auto& it : d.iterations) {
-    print(fmt::format("iteration {} ({:.1f} s)\n", it.iteration.index + 1,
-                      it.iteration.wall_ms / 1000));
+    out += fmt::format("iteration {} ({:.1f} s)\n", it.iteration.index + 1,
+                       it.iteration.wall_ms / 1000);
     for (const auto& c : it.candidates) {
       // The interval is the benchmark gate's within-run 95 % interval of the geometric mean
       // (measurement noise of this run; another run or GPU can land outside it).
-      print(fmt::format(
-          "  candidate {}: {} speed-up {} [{}, {}] (within-run 95 %)\n", c.candidate.id,
+      std::string line = fmt::format(
+          "  candidate {}: {} speed-up {} [{}, {}] (within-run 95 %)", c.candidate.id,
           store::name(c.candidate.verdict), fmt_opt(c.candidate.speedup, "{:.2f}x"),
-          fmt_opt(c.candidate.speedup_lo, "{:.2f}"), fmt_opt(c.candidate.speedup_hi, "{:.2f}")));
-      for (const auto& g : c.gates)
-        print(fmt::format("    {:<12} {:<12} {}\n", g.name, store::name(g.status), g.reason));
+          fmt_opt(c.candidate.speedup_lo, "{:.2f}"), fmt_opt(c.candidate.speedup_hi, "{:.2f}"));
+      if (const auto b = benchmark_states(c))
+        line += fmt::format(", states {} faster / {} indistinguishable / {} slower", b->faster,
+                            b->indistinguishable, b->slower);
+      out += line + "\n";
+      if (frozen == c.candidate.id) out += frozen_text(c);
+      const std::string cand = fmt::format("candidate {}", c.candidate.id);
+      for (const auto& g : c.gates) {
+        const std::string gate = text(g.name, cand + " gate name");
+        out += fmt::format("    {:<12} {:<12} {}\n", gate, store::name(g.status),
+                           text(g.reason, fmt::format("{} gate {} reason", cand, gate)));
+      }
       for (const auto& tc : c.cases)
         if (tc.status != store::GateCode::kPass)
-          print(fmt::format(
-              "    failing case [{}] {}: {} {}\n", tc.gate, tc.name, store::name(tc.status),
-              dump_store_json(
-                  tc.detail,
-                  fmt::format("{}, candidate {}, case {}", what, c.candidate.id, tc.name), -1)));
-      print(candidate_resources_text(c));
+          out += fmt::format(
+              "    failing case [{}] {}: {} {}\n", text(tc.gate, cand + " case gate"),
+              text(tc.name, cand + " case name"), store::name(tc.status),
+              dump_store_json(tc.detail,
+                              fmt::format("{}, candidate {}, case {}", what, c.candidate.id,
+                                          store::replace_invalid_utf8(tc.name)),
+                              -1));
+      out += candidate_resources_text(c);
     }
   }
-  print(store::holdout_text(d)); // store/text_view.h, shared with the HTML report
+  out += store::holdout_text(d); // store/text_view.h, shared with the HTML report
   if (d.promotion)
-    print(
+    out +=
         fmt::format("promotion: {} (candidate {}): {}\n", store::name(d.promotion->decision),
                     d.promotion->candidate_id ? std::to_string(*d.promotion->candidate_id) : "none",
-                    d.promotion->reason));
+                    text(d.promotion->reason, "promotion reason"));
   else
-    print("promotion: none recorded\n");
+    out += "promotion: none recorded\n";
+  text.print_all(out);
 }
 
 int cmd_verify(const Opts& o) {
@@ -411,6 +530,10 @@ void register_store_commands(CLI::App& app, int& exit_code) {
     try {
       r = store::sign_session_receipt(st, o->id, kp, o->reviewer);
     } catch (const store::NoSuchSession& e) {
+      std::fprintf(stderr, "kloop receipt sign: %s\n", e.what());
+      *ec = kExitUsage;
+      return;
+    } catch (const store::NotPromoted& e) { // a request that cannot be met: usage (2)
       std::fprintf(stderr, "kloop receipt sign: %s\n", e.what());
       *ec = kExitUsage;
       return;

@@ -29,6 +29,14 @@ public:
   using StoreError::StoreError;
 };
 
+// `kloop receipt sign` of a session whose latest promotion decision is not `promoted` (rejected,
+// pending device validation, or none recorded): only promoted sessions are signed. A refusal of
+// the caller's request, not a store fault (the CLI exits 2, usage).
+class NotPromoted : public StoreError {
+public:
+  using StoreError::StoreError;
+};
+
 // The store directory named by the caller (--store) is not a store: it does not exist, is not a
 // directory, or holds no kloop.db. A caller's mistake (the CLI exits 2, usage); a store that
 // exists but is damaged is a plain StoreError.

@@ -1,12 +1,11 @@
 // Ed25519 key generation and key files for receipts (libsodium).
 #include <fcntl.h>
 #include <sodium.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/core.h>
 
@@ -73,11 +72,49 @@ void write_secret_key(const std::string& path, const KeyPair& kp) {
 }
 
 KeyPair read_secret_key(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw StoreError(fmt::format("keys: cannot read key file {}", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const auto j = nlohmann::json::parse(ss.str(), nullptr, false);
+  // As ssh does: a secret key that group or others have any access to is refused before it is
+  // read. The mode bits decide, not whether open() fails (root opens any file). They are read
+  // from the opened file (fstat), so the file checked is the file read; O_NONBLOCK keeps a FIFO
+  // from blocking the open before it is refused.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0)
+    throw StoreError(fmt::format("keys: cannot read key file {} ({}); check the path", path,
+                                 std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat sb {};
+  if (::fstat(fd, &sb) != 0)
+    throw StoreError(fmt::format("keys: cannot read key file {} ({}); check the path", path,
+                                 std::strerror(errno)));
+  if (!S_ISREG(sb.st_mode))
+    throw StoreError(fmt::format("keys: {} is not a regular file; give the key file from `kloop "
+                                 "keys generate`",
+                                 path));
+  if ((sb.st_mode & 077) != 0)
+    throw StoreError(
+        fmt::format("keys: permissions {:04o} of secret key file {} are too open (group "
+                    "or others have access to it); run `chmod 600 {}` and keep it "
+                    "private",
+                    sb.st_mode & 07777, path, path));
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw StoreError(fmt::format("keys: cannot read key file {} ({}); check the path", path,
+                                   std::strerror(errno)));
+    }
+    text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > (1u << 20))
+      throw StoreError(
+          fmt::format("keys: {} is over 1 MiB, not a key file from `kloop keys generate`", path));
+  }
+  sodium_memzero(buf, sizeof buf);
+  const auto j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object())
     throw StoreError(
         fmt::format("keys: {} is not a JSON key file from `kloop keys generate`", path));
@@ -94,6 +131,23 @@ KeyPair read_secret_key(const std::string& path) {
   if (hex(pk_from_sk, sizeof pk_from_sk) != kp.public_hex)
     throw StoreError(fmt::format("keys: {}: `public_key` does not belong to `secret_key`", path));
   kp.key_id = key_id_of(kp.public_hex);
+  // `key_id` is optional (the receipt uses the id derived from the public key), but one that is
+  // present must be a plain identifier naming this key: it is what a reviewer reads.
+  if (j.contains("key_id")) {
+    const auto& id = j["key_id"];
+    if (!id.is_string() || id.get_ref<const std::string&>().empty() ||
+        id.get_ref<const std::string&>().find_first_not_of(
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
+            std::string::npos)
+      throw StoreError(fmt::format("keys: {}: `key_id` must be a non-empty string of the "
+                                   "characters [A-Za-z0-9._-]; set it to {} (the id of its "
+                                   "public key)",
+                                   path, kp.key_id));
+    if (id.get<std::string>() != kp.key_id)
+      throw StoreError(fmt::format("keys: {}: `key_id` {} is not the id of its `public_key` ({}); "
+                                   "set it to {}",
+                                   path, id.get<std::string>(), kp.key_id, kp.key_id));
+  }
   return kp;
 }
 

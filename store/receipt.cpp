@@ -376,8 +376,21 @@ json sign_payload(const json& payload, const KeyPair& key) {
 
 json sign_session_receipt(Store& store, std::int64_t id, const KeyPair& key,
                           const std::string& reviewer) {
+  // The step (BEGIN IMMEDIATE) holds the write lock from the read to the receipts row, so no
+  // other kloop (`export --rollout`) changes what is signed in between: the receipt covers the
+  // store as it is when the row is recorded. Nothing is recorded when any check below throws.
+  auto step = store.begin_step();
   const SessionDetail d = store.load_session(id);
   require_known_codes(d, id);
+  if (!d.promotion || d.promotion->decision != Decision::kPromoted) {
+    const std::string status = d.promotion
+                                   ? std::string(name(d.promotion->decision))
+                                   : (d.session.verdict ? std::string(name(*d.session.verdict))
+                                                        : std::string(name(d.session.status)));
+    throw NotPromoted(fmt::format("session {} was not promoted (status {}); only promoted "
+                                  "sessions are signed (`kloop show {}` says why)",
+                                  id, status, id));
+  }
   // Every recorded gate of a promoted candidate must have passed, not only the three the payload
   // carries (format, contract, build, static and roofline too).
   if (d.promotion && d.promotion->decision == Decision::kPromoted) {
@@ -401,7 +414,6 @@ json sign_session_receipt(Store& store, std::int64_t id, const KeyPair& key,
   const json payload = build_receipt_payload(d, receipt_manifest(store, d), reviewer, key.key_id);
   require_payload_blobs(store, id, payload);
   json receipt = sign_payload(payload, key);
-  auto step = store.begin_step();
   ReceiptRecord r;
   r.session_id = id;
   r.payload_sha256 = receipt["approval"]["canonical_payload_sha256"];

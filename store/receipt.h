@@ -26,7 +26,9 @@ KeyPair generate_keypair();
 std::string key_id_of(const std::string& public_hex); // throws StoreError on bad hex
 // Writes {"key_id","public_key","secret_key"} with mode 0600 (refuses to overwrite).
 void write_secret_key(const std::string& path, const KeyPair& kp);
-// Reads a key file; throws StoreError naming the file and the field when malformed.
+// Reads a key file; throws StoreError naming the file and the field when malformed, and naming
+// the file and the fix (`chmod 600 FILE`) when its mode lets group or others read or write it. A
+// `key_id` field, when present, must be [A-Za-z0-9._-]+ and the id of its public key.
 KeyPair read_secret_key(const std::string& path);
 
 // The receipt payload for session `d` (template fields of the seed); `manifest` is the frozen
@@ -60,7 +62,8 @@ std::vector<std::string> empty_rollout_fields(const nlohmann::json& payload);
 nlohmann::json sign_payload(const nlohmann::json& payload, const KeyPair& key);
 
 // Builds, signs and records (blob + receipts row, one step) the receipt of session `id`. Throws
-// StoreError, recording nothing, when the session is recorded as promoted but its promoted
+// NotPromoted, recording nothing, when its latest promotion decision is not `promoted` (or there
+// is none); StoreError when the session is recorded as promoted but its promoted
 // candidate's verdict or any of its recorded gates is not pass, and for sign_payload's reasons;
 // DamagedStore (checked first) when a status/verdict/decision code it reads is unknown, or a blob
 // the payload names (candidate source and manifest, loaded cubin, case results, sanitizer reports,

@@ -394,6 +394,12 @@ std::int64_t Store::Step::add_promotion(PromotionRecord& r) {
   return r.id = store_->db_.last_insert_rowid();
 }
 
+void Store::Step::set_promotion_evidence(std::int64_t promotion_id,
+                                         const nlohmann::json& evidence) {
+  Stmt st = store_->db_.prepare("UPDATE promotion_decisions SET evidence_json = ? WHERE id = ?");
+  st.bind(1, evidence.dump()).bind(2, promotion_id).run();
+}
+
 std::int64_t Store::Step::add_receipt(ReceiptRecord& r) {
   r.signed_at = now_iso8601();
   Stmt st = store_->db_.prepare(

@@ -133,6 +133,9 @@ public:
     std::int64_t add_receipt(ReceiptRecord& r);
     // Updates a stored candidate's verdict, speed-up and report (e.g. after benchmarking).
     void update_candidate(const CandidateRecord& r);
+    // Replaces the evidence of stored promotion decision `promotion_id` (the rollout that
+    // `kloop export --rollout` attaches); its decision, candidate, reason and decided_at stay.
+    void set_promotion_evidence(std::int64_t promotion_id, const nlohmann::json& evidence);
     void commit(); // throws StoreError; nothing of the step persists then
 
   private:

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/core.h>
 #include <sqlite3.h>
 
 #include "store/sqlite.h"
@@ -216,6 +217,97 @@ TEST(StoreCliTest, DamagedTextIsPrintedWithReplacementAndANote) {
       << text.out;
 }
 
+// The text views (`kloop show`, `kloop sessions`) print damaged stored text with U+FFFD as the
+// JSON views do, never the raw bytes, and say so on stderr naming the fields.
+TEST(StoreCliTest, TextViewsReplaceDamagedTextAndSaySo) {
+  TempDir t;
+  const std::string s = t.path() + "/s";
+  ASSERT_EQ(sh(bin("store_fake_session_driver") + " " + s + " 2 --finish").rc, 0);
+  edit_db(s, "UPDATE sessions SET model = CAST(X'6275696c74ff' AS TEXT), operator = "
+             "CAST(X'77fe72' AS TEXT); UPDATE gate_results SET reason = CAST(X'6f6bc3' AS TEXT) "
+             "WHERE name = 'build' AND candidate_id = 2");
+  const std::string cli = bin("store_cli") + " ";
+  const std::string err = t.path() + "/err.txt";
+  for (const std::string cmd : {"show 1", "sessions"}) {
+    const Proc p = sh("(" + cli + cmd + " --store " + s + " 2>" + err + ")");
+    EXPECT_EQ(p.rc, 0) << cmd << ": " << p.out;
+    EXPECT_NE(p.out.find("built\xEF\xBF\xBD"), std::string::npos) << cmd << ": " << p.out;
+    EXPECT_NE(p.out.find("w\xEF\xBF\xBDr"), std::string::npos) << cmd << ": " << p.out;
+    EXPECT_EQ(p.out.find('\xff'), std::string::npos) << cmd;
+    EXPECT_EQ(p.out.find('\xfe'), std::string::npos) << cmd;
+    EXPECT_NO_THROW((void)nlohmann::json(p.out).dump()) << cmd << ": not valid UTF-8";
+    const std::string note = read(err);
+    EXPECT_NE(note.find("not valid UTF-8"), std::string::npos) << cmd << ": " << note;
+    EXPECT_NE(note.find("session 1 model"), std::string::npos) << cmd << ": " << note;
+    EXPECT_NE(note.find("session 1 operator"), std::string::npos) << cmd << ": " << note;
+    EXPECT_NE(note.find("kloop store verify"), std::string::npos) << cmd << ": " << note;
+  }
+  const Proc show = sh("(" + cli + "show 1 --store " + s + " 2>" + err + ")");
+  EXPECT_NE(show.out.find("    build        pass         ok\xEF\xBF\xBD\n"), std::string::npos)
+      << show.out;
+  EXPECT_NE(read(err).find("candidate 2 gate build reason"), std::string::npos) << read(err);
+  // An intact store prints no note.
+  const std::string clean = t.path() + "/clean";
+  ASSERT_EQ(sh(bin("store_fake_session_driver") + " " + clean + " 2 --finish").rc, 0);
+  const Proc ok = sh("(" + cli + "show 1 --store " + clean + " 2>" + err + ")");
+  EXPECT_EQ(ok.rc, 0) << ok.out;
+  EXPECT_EQ(read(err), "");
+}
+
+// `kloop show` says why the frozen candidate was frozen: the benchmark gate's shape-state counts
+// (faster / indistinguishable / slower beyond the A/A noise floor) and clears_noise_floor, which
+// were only in --json; every candidate's line carries its counts.
+TEST(StoreCliTest, ShowSaysWhyTheCandidateWasFrozen) {
+  TempDir t;
+  const std::string s = t.path() + "/s";
+  ASSERT_EQ(sh(bin("store_fake_session_driver") + " " + s + " 3 --finish").rc, 0);
+  const auto summary = [&](int candidate, int faster, int same, int slower, const char* clears) {
+    edit_db(s, fmt::format("UPDATE gate_results SET evidence_json = json_set(evidence_json, "
+                           "'$.summary', json('{{\"faster\":{},\"indistinguishable\":{},"
+                           "\"slower\":{},\"clears_noise_floor\":{}}}')) WHERE name = "
+                           "'benchmark' AND candidate_id = {}",
+                           faster, same, slower, clears, candidate));
+  };
+  summary(2, 1, 75, 2, "false");
+  summary(3, 4, 74, 0, "true");
+  const std::string cli = bin("store_cli") + " ";
+  Proc text = sh(cli + "show 1 --store " + s);
+  ASSERT_EQ(text.rc, 0) << text.out;
+  EXPECT_NE(text.out.find("  candidate 2: reject speed-up 1.25x [1.20, 1.30] (within-run 95 %), "
+                          "states 1 faster / 75 indistinguishable / 2 slower\n"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("  candidate 3: pass speed-up 1.50x [1.45, 1.55] (within-run 95 %), "
+                          "states 4 faster / 74 indistinguishable / 0 slower\n    frozen for the "
+                          "holdout: 4 shape-states faster than the baseline beyond the A/A noise "
+                          "floor, 0 slower, 74 indistinguishable; clears the noise floor "
+                          "(clears_noise_floor true: "),
+            std::string::npos)
+      << text.out;
+  EXPECT_EQ(text.out.find("frozen for the holdout"), text.out.rfind("frozen for the holdout"))
+      << "only the frozen candidate gets the line\n"
+      << text.out;
+  // Candidate 1 recorded no summary: no counts on its line.
+  EXPECT_NE(text.out.find("  candidate 1: reject speed-up 1.00x [0.95, 1.05] (within-run 95 %)\n"),
+            std::string::npos)
+      << text.out;
+  summary(3, 0, 76, 2, "false");
+  text = sh(cli + "show 1 --store " + s);
+  EXPECT_NE(text.out.find("frozen for the holdout: 0 shape-states faster than the baseline beyond "
+                          "the A/A noise floor, 2 slower, 76 indistinguishable; does NOT clear "
+                          "the noise floor (clears_noise_floor false: "),
+            std::string::npos)
+      << text.out;
+  edit_db(s, "UPDATE gate_results SET evidence_json = json_remove(evidence_json, '$.summary') "
+             "WHERE candidate_id = 3");
+  text = sh(cli + "show 1 --store " + s);
+  EXPECT_NE(text.out.find("  candidate 3: pass speed-up 1.50x [1.45, 1.55] (within-run 95 %)\n"
+                          "    frozen for the holdout; its benchmark gate recorded no per-state "
+                          "summary\n"),
+            std::string::npos)
+      << text.out;
+}
+
 // The HTML report carries the sealed holdout as `kloop show` does (full commitment hash, suite,
 // status, cases passed/total, commitment verified, retired), and stored text that is not valid
 // UTF-8 is written with U+FFFD, never as raw bytes.
@@ -391,6 +483,25 @@ TEST(StoreCliTest, ReceiptSignRefusesDamagedEvidenceAndABlankReviewer) {
   EXPECT_TRUE(Store::open(s).load_session(1).receipts.empty());
 }
 
+// `receipt sign` of a session that was not promoted says so plainly and is a usage-style refusal
+// (2), recording nothing.
+TEST(StoreCliTest, ReceiptSignOfAnUnpromotedSessionSaysSoAndExitsTwo) {
+  TempDir t;
+  const std::string s = t.path() + "/s";
+  ASSERT_EQ(sh(bin("store_fake_session_driver") + " " + s + " 2 --finish").rc, 0);
+  edit_db(s, "UPDATE promotion_decisions SET decision = 1");
+  const std::string cli = bin("store_cli") + " ";
+  ASSERT_EQ(sh(cli + "keys generate --out " + t.path() + "/key.json").rc, 0);
+  const Proc p =
+      sh(cli + "receipt sign 1 --key " + t.path() + "/key.json --reviewer bob --store " + s);
+  EXPECT_EQ(p.rc, 2) << p.out;
+  EXPECT_NE(p.out.find("kloop receipt sign: session 1 was not promoted (status rejected); only "
+                       "promoted sessions are signed"),
+            std::string::npos)
+      << p.out;
+  EXPECT_TRUE(Store::open(s).load_session(1).receipts.empty());
+}
+
 // A file or folder named on the command line that does not exist or cannot be read is a usage
 // error (2) naming the option; a store that exists but is damaged could not be read (3).
 TEST(StoreCliTest, MissingFilesAndStoresNamedOnTheCommandLineAreUsageErrors) {
@@ -413,6 +524,11 @@ TEST(StoreCliTest, MissingFilesAndStoresNamedOnTheCommandLineAreUsageErrors) {
   usage("keys generate --out " + t.path() + "/no/key.json", "--out"); // missing folder
   usage("receipt sign 1 --key " + t.path() + "/nokey.json --reviewer r --store " + s, "--key");
   usage("receipt sign 1 --key " + t.path() + "/file --reviewer r --store " + s, "--key");
+  // A key file group or others may read: refused naming the file and the fix.
+  std::filesystem::copy_file(t.path() + "/key.json", t.path() + "/open.json");
+  std::filesystem::permissions(t.path() + "/open.json", std::filesystem::perms(0644));
+  usage("receipt sign 1 --key " + t.path() + "/open.json --reviewer r --store " + s,
+        "chmod 600 " + t.path() + "/open.json");
   usage("receipt sign 1 --key " + t.path() + "/key.json --reviewer r --out " + t.path() +
             "/no/r.json --store " + s,
         "--out");

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <thread>
 
 #include "store/error.h"
 #include "store/hash.h"
@@ -262,6 +263,80 @@ TEST(ReceiptTest, HoldoutThatDidNotPassOrDidNotRunIsNotSigned) {
   EXPECT_TRUE(st.load_session(rec.id).receipts.empty());
 }
 
+// A session whose latest decision is not `promoted` (rejected, pending, or none recorded) is
+// refused with NotPromoted saying so plainly, before any evidence check, and nothing is recorded.
+TEST(ReceiptTest, SessionThatWasNotPromotedIsRefusedPlainly) {
+  TempDir t;
+  std::int64_t id = 0;
+  {
+    Store st = Store::open(t.path());
+    id = testing::write_fake_session(st, 2);
+  }
+  const KeyPair kp = generate_keypair();
+  const auto refused = [&](const std::string& status) {
+    Store st = Store::open(t.path());
+    try {
+      sign_session_receipt(st, id, kp, "alice");
+      FAIL() << "signed a session that was not promoted (" << status << ")";
+    } catch (const NotPromoted& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("session 1 was not promoted (status " + status +
+                                                "); only promoted sessions are signed",
+                                            0),
+                0u)
+          << e.what();
+      EXPECT_FALSE(mentions(e.what(), "null")) << e.what();
+    }
+    EXPECT_TRUE(st.load_session(id).receipts.empty());
+  };
+  const auto edit = [&](const std::string& sql) {
+    Db("file:" + t.path() + "/kloop.db", SQLITE_OPEN_READWRITE, "test edit").exec(sql);
+  };
+  edit("UPDATE promotion_decisions SET decision = 1");
+  refused("rejected");
+  edit("UPDATE promotion_decisions SET decision = 2");
+  refused("pending_device_validation");
+  edit("DELETE FROM promotion_decisions; UPDATE sessions SET verdict = NULL, status = 2");
+  refused(std::string(name(SessionStatus::kInterrupted)));
+}
+
+// Signing reads the session under the store's write lock: a writer holding the lock (here,
+// another connection changing the recorded rollout, as `export --rollout` does) is waited for,
+// and the receipt covers what it committed, never the state before it.
+TEST(ReceiptTest, SigningWaitsForAWriterAndCoversWhatItCommitted) {
+  TempDir t;
+  std::int64_t id = 0;
+  {
+    Store st = Store::open(t.path());
+    id = testing::write_fake_session(st, 2);
+  }
+  Store writer = Store::open(t.path());
+  Store signer = Store::open(t.path());
+  const KeyPair kp = generate_keypair();
+  nlohmann::json receipt;
+  std::string error;
+  std::thread th;
+  {
+    auto step = writer.begin_step();
+    const auto d = writer.load_session(id);
+    nlohmann::json evidence = d.promotion->evidence;
+    evidence["rollout"]["revalidation_policy"] = "changed while signing";
+    step.set_promotion_evidence(d.promotion->id, evidence);
+    th = std::thread([&] {
+      try {
+        receipt = sign_session_receipt(signer, id, kp, "alice");
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    step.commit();
+  }
+  th.join();
+  ASSERT_EQ(error, "");
+  EXPECT_EQ(receipt["payload"]["rollout"]["revalidation_policy"], "changed while signing");
+  EXPECT_EQ(signer.load_session(id).receipts.size(), 1u);
+}
+
 // Signing re-hashes every blob the payload names (and the manifest it reads): one missing or
 // altered blob, or a status/verdict code this binary does not know, is a damaged store
 // (DamagedStore, the CLI exits 3); the message names the field and the blob, and nothing is
@@ -378,6 +453,85 @@ TEST(ReceiptTest, KeyFileIsPrivateAndRoundTrips) {
   EXPECT_EQ(back.key_id.size(), 16u);
   EXPECT_EQ(back.key_id, key_id_of(kp.public_hex));
   EXPECT_THROW(write_secret_key(path, kp), StoreError); // never overwrites
+}
+
+// A secret key file that group or others may read or write is refused before it is read, naming
+// the file and the fix, as ssh does. Mode bits decide: the tests run as root, whom open() never
+// stops.
+TEST(ReceiptTest, KeyFileOpenToGroupOrOthersIsRefusedNamingTheFix) {
+  TempDir t;
+  const std::string path = t.path() + "/k.json";
+  write_secret_key(path, generate_keypair());
+  for (const mode_t mode : {0644, 0640, 0604, 0620, 0602, 0660}) {
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+    try {
+      read_secret_key(path);
+      FAIL() << "read a key file of mode " << std::oct << mode;
+    } catch (const StoreError& e) {
+      EXPECT_TRUE(mentions(e.what(), "chmod 600 " + path)) << e.what();
+      EXPECT_TRUE(mentions(e.what(), "too open")) << e.what();
+    }
+  }
+  for (const mode_t mode : {0600, 0400}) {
+    ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+    EXPECT_NO_THROW(read_secret_key(path)) << std::oct << mode;
+  }
+}
+
+// A key path that is not a regular file (a FIFO, a folder) is refused naming the path, and a
+// FIFO with no writer never blocks the read.
+TEST(ReceiptTest, KeyPathThatIsNoRegularFileIsRefusedWithoutBlocking) {
+  TempDir t;
+  const std::string fifo = t.path() + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, t.path()}) {
+    try {
+      read_secret_key(path);
+      FAIL() << "read a key from " << path;
+    } catch (const StoreError& e) {
+      EXPECT_TRUE(mentions(e.what(), path + " is not a regular file")) << e.what();
+    }
+  }
+}
+
+// A `key_id` field that is not a plain identifier ([A-Za-z0-9._-]+), or not the id of the file's
+// public key, is refused naming the field; a file without one reads (the id is derived).
+TEST(ReceiptTest, KeyIdFieldMustBePlainAndMatchThePublicKey) {
+  TempDir t;
+  const KeyPair kp = generate_keypair();
+  const std::string path = t.path() + "/k.json";
+  const auto write_with = [&](const nlohmann::json& key_id) {
+    std::remove(path.c_str());
+    nlohmann::json j = {{"public_key", kp.public_hex}, {"secret_key", kp.secret_hex}};
+    if (!key_id.is_discarded()) j["key_id"] = key_id;
+    std::ofstream(path) << j.dump();
+    ::chmod(path.c_str(), 0600);
+  };
+  for (const nlohmann::json& bad :
+       {nlohmann::json("ab cd"), nlohmann::json("../etc"), nlohmann::json("id\nX"),
+        nlohmann::json(""), nlohmann::json(42), nlohmann::json("k\xC3\xA9y")}) {
+    write_with(bad);
+    try {
+      read_secret_key(path);
+      FAIL() << "read a key file with key_id " << bad.dump();
+    } catch (const StoreError& e) {
+      EXPECT_TRUE(mentions(e.what(), "`key_id`")) << e.what();
+      EXPECT_TRUE(mentions(e.what(), "[A-Za-z0-9._-]")) << e.what();
+      EXPECT_TRUE(mentions(e.what(), path)) << e.what();
+    }
+  }
+  write_with("other-key_1.0");
+  try {
+    read_secret_key(path);
+    FAIL() << "read a key file whose key_id is not its public key's";
+  } catch (const StoreError& e) {
+    EXPECT_TRUE(mentions(e.what(), "`key_id` other-key_1.0 is not the id of its `public_key`"))
+        << e.what();
+  }
+  write_with(nlohmann::json(nlohmann::json::value_t::discarded));
+  EXPECT_EQ(read_secret_key(path).key_id, kp.key_id);
+  write_with(kp.key_id);
+  EXPECT_EQ(read_secret_key(path).key_id, kp.key_id);
 }
 
 } // namespace

@@ -5,16 +5,21 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
+#include <fmt/core.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
 
 #include "agent/shadow.h"
 #include "agent/torch_export.h"
 #include "evaluator/subprocess.h"
 #include "store/error.h"
 #include "store/receipt.h"
+#include "store/sqlite.h"
 #include "store/store.h"
+#include "tests/store/fixture.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -129,6 +134,33 @@ evaluator::ToolCall run(std::vector<std::string> argv) {
 }
 
 const std::string kKloop = std::string(KLOOP_BINARY_DIR) + "/bin/kloop";
+
+// The promotion decision rows of session `id` in the store at `dir`: how many, and the latest's
+// decided_at.
+std::pair<std::int64_t, std::string> promotion_rows(const fs::path& dir, std::int64_t id) {
+  store::Db db("file:" + (dir / "kloop.db").string(), SQLITE_OPEN_READONLY, "test read");
+  auto q = db.prepare("SELECT COUNT(*), MAX(decided_at) FROM promotion_decisions WHERE "
+                      "session_id = ?");
+  q.bind(1, id);
+  EXPECT_TRUE(q.step());
+  return {q.int64(0), q.text(1)};
+}
+
+// A session the store fixture writes (every receipt field filled, its rollout recorded, so it
+// signs), with this test's kernel source and manifest in place of the fixture's placeholders
+// (so it exports). Returns the session id.
+std::int64_t signable_session(store::Store& st, const fs::path& dir) {
+  const auto id = store::testing::write_fake_session(st, 2);
+  auto step = st.begin_step();
+  const std::string source = step.put_blob(
+      read_file(fs::path(KLOOP_SOURCE_DIR) / "tests/evaluator/fixtures/good/kernel.cu"));
+  const std::string manifest = step.put_blob(kManifest);
+  step.commit();
+  store::Db("file:" + (dir / "kloop.db").string(), SQLITE_OPEN_READWRITE, "test edit")
+      .exec(fmt::format("UPDATE candidates SET source_sha256 = '{}', manifest_sha256 = '{}'",
+                        source, manifest));
+  return id;
+}
 
 } // namespace
 
@@ -281,6 +313,191 @@ TEST(ReceiptRollout, SigningRefusesEmptyRolloutAndNotOnceExportRecordedIt) {
   payload["rollout"]["feature_flag_and_scope"] = "";
   EXPECT_EQ(store::empty_rollout_fields(payload),
             std::vector<std::string>{"rollout.feature_flag_and_scope"});
+}
+
+// Exporting again, with the same or (before any signature) another rollout, never writes a
+// second promotion decision: the rollout goes into the existing decision's evidence and
+// decided_at does not move.
+TEST(TorchExport, RolloutExportsReuseThePromotionDecision) {
+  TempDir t;
+  const fs::path dir = t.path() / "store";
+  auto st = store::Store::open(dir.string());
+  const auto s = write_session(st, store::Decision::kPromoted);
+  const auto before = promotion_rows(dir, s.id);
+  ASSERT_EQ(before.first, 1);
+  agent::TorchExportOptions o;
+  o.rollout = rollout();
+  for (const char* out : {"o1", "o2"}) {
+    const auto r = agent::export_torch_package(st, s.id, t.path() / out, o);
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_TRUE(r.rollout_recorded);
+    EXPECT_EQ(promotion_rows(dir, s.id), before) << out;
+  }
+  const auto d = st.load_session(s.id);
+  EXPECT_EQ(d.promotion->evidence["rollout"], rollout().to_json());
+  EXPECT_EQ(d.promotion->evidence["dispatch"], "test predicate"); // the rest of it kept
+  EXPECT_EQ(d.promotion->reason, "test decision");
+  // Another rollout before anything is signed replaces it, still in the same decision.
+  o.rollout->revalidation_policy = "weekly";
+  ASSERT_TRUE(agent::export_torch_package(st, s.id, t.path() / "o3", o).ok);
+  EXPECT_EQ(promotion_rows(dir, s.id), before);
+  const auto replaced = st.load_session(s.id).promotion->evidence;
+  EXPECT_EQ(replaced["rollout"]["revalidation_policy"], "weekly");
+  // The rollout it replaced is kept, with when it was recorded.
+  ASSERT_TRUE(replaced["rollouts_replaced"].is_array()) << replaced.dump();
+  ASSERT_EQ(replaced["rollouts_replaced"].size(), 1u) << replaced.dump();
+  EXPECT_EQ(replaced["rollouts_replaced"][0]["rollout"], rollout().to_json());
+  EXPECT_TRUE(replaced["rollouts_replaced"][0]["recorded_at"].is_string()) << replaced.dump();
+  // Without --rollout the export reads the recorded one and writes nothing to the store.
+  const auto plain = agent::export_torch_package(st, s.id, t.path() / "o4", {});
+  ASSERT_TRUE(plain.ok) << plain.error;
+  EXPECT_EQ(plain.receipt["payload"]["rollout"]["revalidation_policy"], "weekly");
+  EXPECT_EQ(promotion_rows(dir, s.id), before);
+}
+
+// Once the session's receipt is signed, the export's receipt.json is that signed receipt (as the
+// store keeps it) and verifies against the registry; exporting again (same rollout) keeps it
+// valid; another rollout is refused (2) instead of voiding the signature.
+TEST(TorchExport, SignedReceiptIsExportedAndKeepsVerifying) {
+  TempDir t;
+  const fs::path dir = t.path() / "store";
+  std::int64_t id = 0;
+  const auto key = store::generate_keypair();
+  const json registry = {{key.key_id, key.public_hex}};
+  json signed_receipt;
+  {
+    auto st = store::Store::open(dir.string());
+    id = signable_session(st, dir);
+    const auto unsigned_export = agent::export_torch_package(st, id, t.path() / "o0", {});
+    ASSERT_TRUE(unsigned_export.ok) << unsigned_export.error;
+    EXPECT_FALSE(unsigned_export.receipt_signed);
+    EXPECT_TRUE(unsigned_export.receipt["approval"]["signature"].is_null());
+    signed_receipt = store::sign_session_receipt(st, id, key, "alice");
+  }
+  const auto before = promotion_rows(dir, id);
+  const json recorded_rollout =
+      store::Store::open(dir.string()).load_session(id).promotion->evidence["rollout"];
+  std::ofstream(t.path() / "same.json") << recorded_rollout.dump();
+  const std::string store_dir = dir.string();
+  for (const std::string out : {"o1", "o2"}) {
+    std::vector<std::string> argv{
+        kKloop,    "export", std::to_string(id), "--torch", (t.path() / out).string(),
+        "--store", store_dir};
+    if (out == "o2") argv.insert(argv.end(), {"--rollout", (t.path() / "same.json").string()});
+    const auto r = run(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+    EXPECT_TRUE(has(r.stdout_text, "receipt.json is the signed receipt")) << r.stdout_text;
+    const fs::path receipt = t.path() / out / "kloop_rmsnorm/receipt.json";
+    const json exported = json::parse(read_file(receipt));
+    EXPECT_EQ(exported, signed_receipt) << out;
+    const auto check = store::verify_receipt(exported, registry);
+    EXPECT_TRUE(check.ok) << out << ": " << check.message;
+    std::ofstream(t.path() / "reg.json") << registry.dump();
+    const auto cli = run({kKloop, "receipt", "verify", receipt.string(), "--keys",
+                          (t.path() / "reg.json").string()});
+    EXPECT_EQ(cli.exit_code, 0) << cli.stderr_text;
+    EXPECT_EQ(promotion_rows(dir, id), before) << out;
+  }
+  std::ofstream(t.path() / "other.json") << rollout().to_json().dump();
+  const auto other =
+      run({kKloop, "export", std::to_string(id), "--torch", (t.path() / "o3").string(), "--store",
+           store_dir, "--rollout", (t.path() / "other.json").string()});
+  EXPECT_EQ(other.exit_code, 2) << other.stderr_text;
+  EXPECT_TRUE(has(other.stderr_text, "has a signed receipt")) << other.stderr_text;
+  EXPECT_FALSE(fs::exists(t.path() / "o3" / "kloop_rmsnorm"));
+  EXPECT_EQ(promotion_rows(dir, id), before);
+  EXPECT_EQ(store::Store::open(dir.string()).load_session(id).promotion->evidence["rollout"],
+            recorded_rollout);
+}
+
+// An export that fails on its output folder (a package already there, or --torch naming a file)
+// records nothing in the store: the rollout is not attached to the decision.
+TEST(TorchExport, ExportRefusedForItsOutputFolderRecordsNoRollout) {
+  TempDir t;
+  const fs::path dir = t.path() / "store";
+  auto st = store::Store::open(dir.string());
+  const auto s = write_session(st, store::Decision::kPromoted);
+  const json before = st.load_session(s.id).promotion->evidence;
+  fs::create_directories(t.path() / "full/kloop_rmsnorm");
+  std::ofstream(t.path() / "full/kloop_rmsnorm/stale.py") << "x = 1\n";
+  std::ofstream(t.path() / "file") << "x";
+  agent::TorchExportOptions o;
+  o.rollout = rollout();
+  for (const char* out : {"full", "file"}) {
+    const auto r = agent::export_torch_package(st, s.id, t.path() / out, o);
+    EXPECT_FALSE(r.ok) << out;
+    EXPECT_EQ(r.exit_code, 2) << out << ": " << r.error;
+    EXPECT_FALSE(r.rollout_recorded) << out;
+    EXPECT_EQ(st.load_session(s.id).promotion->evidence, before) << out;
+  }
+}
+
+// A session whose signed receipt no longer matches the store (here: its recorded rollout edited
+// after signing) exports an unsigned receipt.json and says why, instead of passing the signed
+// one off as covering the store.
+TEST(TorchExport, SignedReceiptThatNoLongerMatchesIsNotExportedAndSaysSo) {
+  TempDir t;
+  const fs::path dir = t.path() / "store";
+  auto st = store::Store::open(dir.string());
+  const auto id = signable_session(st, dir);
+  (void)store::sign_session_receipt(st, id, store::generate_keypair(), "alice");
+  const auto matching = agent::export_torch_package(st, id, t.path() / "o1", {});
+  ASSERT_TRUE(matching.ok) << matching.error;
+  EXPECT_TRUE(matching.receipt_signed);
+  EXPECT_EQ(matching.receipt_note, "");
+  store::Db("file:" + (dir / "kloop.db").string(), SQLITE_OPEN_READWRITE, "test edit")
+      .exec("UPDATE promotion_decisions SET evidence_json = json_set(evidence_json, "
+            "'$.rollout.revalidation_policy', 'never')");
+  const auto r = agent::export_torch_package(st, id, t.path() / "o2", {});
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_FALSE(r.receipt_signed);
+  EXPECT_TRUE(r.receipt["approval"]["signature"].is_null());
+  EXPECT_EQ(r.receipt["payload"]["rollout"]["revalidation_policy"], "never");
+  EXPECT_TRUE(has(r.receipt_note, "1 signed receipt(s), none over the receipt as the store now "
+                                  "holds it"))
+      << r.receipt_note;
+}
+
+// The signed-receipt check of `export --rollout` is made under the store's write lock: a
+// receipt recorded by a writer the export had to wait for (it loaded the session before the
+// receipt existed) still refuses another rollout, and the recorded rollout stays.
+TEST(TorchExport, RolloutIsRefusedWhenAReceiptIsRecordedWhileTheExportWaits) {
+  TempDir t;
+  const fs::path dir = t.path() / "store";
+  auto st = store::Store::open(dir.string());
+  const auto id = signable_session(st, dir);
+  const json before = st.load_session(id).promotion->evidence;
+  ASSERT_NE(before["rollout"], rollout().to_json());
+  auto writer = store::Store::open(dir.string());
+  agent::TorchExportOptions o;
+  o.rollout = rollout();
+  agent::TorchExportResult r;
+  std::string error;
+  std::thread th;
+  {
+    auto step = writer.begin_step();
+    store::ReceiptRecord rec;
+    rec.session_id = id;
+    rec.payload_sha256 = std::string(64, 'a');
+    rec.receipt_sha256 = step.put_blob("{}");
+    rec.signing_key_id = "k";
+    rec.reviewer = "bob";
+    step.add_receipt(rec);
+    th = std::thread([&] {
+      try {
+        r = agent::export_torch_package(st, id, t.path() / "o", o);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    step.commit();
+  }
+  th.join();
+  ASSERT_EQ(error, "");
+  EXPECT_EQ(r.exit_code, 2) << r.error;
+  EXPECT_TRUE(has(r.error, "has a signed receipt")) << r.error;
+  EXPECT_EQ(st.load_session(id).promotion->evidence, before);
 }
 
 TEST(TorchExport, EveryGeneratedPythonFileCompiles) {
