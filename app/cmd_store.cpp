@@ -175,10 +175,12 @@ public:
   // Prints `out` on stdout, made valid UTF-8 as a whole (invalid bytes left there come from a
   // stored value not passed through operator(): "other stored text"), then the note when
   // anything was replaced.
+  // Control bytes in stored text (a candidate's compiler diagnostic, a model name) are printed as
+  // escapes (store::terminal_text), so stored text cannot drive the terminal.
   void print_all(const std::string& out) {
     const std::string valid = store::replace_invalid_utf8(out);
     if (valid != out) fields_.push_back("other stored text");
-    print(valid);
+    print(store::terminal_text(valid));
     if (!fields_.empty()) note_invalid_utf8(what_, fields_);
   }
 

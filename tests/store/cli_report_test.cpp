@@ -254,6 +254,25 @@ TEST(StoreCliTest, TextViewsReplaceDamagedTextAndSaySo) {
   EXPECT_EQ(read(err), "");
 }
 
+// Stored text with control bytes (an ESC sequence in a gate reason or a model name) is printed as
+// escapes by the text views: it cannot recolour or clear the user's terminal.
+TEST(StoreCliTest, TextViewsEscapeControlBytes) {
+  TempDir t;
+  const std::string s = t.path() + "/s";
+  ASSERT_EQ(sh(bin("store_fake_session_driver") + " " + s + " 2 --finish").rc, 0);
+  edit_db(s, "UPDATE sessions SET model = 'm' || char(27) || '[2J'; UPDATE gate_results SET "
+             "reason = 'x' || char(27) || '[32mPASS' WHERE name = 'build' AND candidate_id = 2");
+  const std::string cli = bin("store_cli") + " ";
+  for (const std::string cmd : {"show 1", "sessions"}) {
+    const Proc p = sh("(" + cli + cmd + " --store " + s + " 2>/dev/null)");
+    EXPECT_EQ(p.rc, 0) << cmd << ": " << p.out;
+    EXPECT_EQ(p.out.find('\x1b'), std::string::npos) << cmd << ": " << p.out;
+    EXPECT_NE(p.out.find("m\\x1b[2J"), std::string::npos) << cmd << ": " << p.out;
+  }
+  const Proc show = sh("(" + cli + "show 1 --store " + s + " 2>/dev/null)");
+  EXPECT_NE(show.out.find("x\\x1b[32mPASS"), std::string::npos) << show.out;
+}
+
 // `kloop show` says why the frozen candidate was frozen: the benchmark gate's shape-state counts
 // (faster / indistinguishable / slower beyond the A/A noise floor) and clears_noise_floor, which
 // were only in --json; every candidate's line carries its counts.
