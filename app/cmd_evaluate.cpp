@@ -43,20 +43,22 @@ void print_table(const evaluator::PublicReport& report) {
 }
 
 int run_evaluate(const EvaluateArgs& a) {
-  if (a.op != "rmsnorm") {
-    std::fprintf(stderr, "kloop evaluate: unknown operator '%s'; available: rmsnorm\n",
-                 a.op.c_str());
+  // A usage error: the message on stderr and, with --json, {"error", "exit_code"} on stdout (as
+  // every other command prints it).
+  const auto usage_error = [&](const std::string& message) {
+    std::fprintf(stderr, "kloop evaluate: %s\n", message.c_str());
+    if (a.json) {
+      const nlohmann::json doc{{"error", "kloop evaluate: " + message}, {"exit_code", kExitUsage}};
+      std::printf("%s\n",
+                  doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    }
     return kExitUsage;
-  }
-  if (!(a.build_timeout_s > 0 && a.build_timeout_s <= 3600)) {
-    std::fprintf(stderr, "kloop evaluate: --build-timeout must be in (0, 3600] seconds\n");
-    return kExitUsage;
-  }
+  };
+  if (a.op != "rmsnorm") return usage_error("unknown operator '" + a.op + "'; available: rmsnorm");
+  if (!(a.build_timeout_s > 0 && a.build_timeout_s <= 3600))
+    return usage_error("--build-timeout must be in (0, 3600] seconds");
   auto loaded = evaluator::load_candidate_dir(a.candidate_dir);
-  if (!loaded.candidate) {
-    std::fprintf(stderr, "kloop evaluate: %s\n", loaded.error.c_str());
-    return kExitUsage;
-  }
+  if (!loaded.candidate) return usage_error(loaded.error);
   if (a.no_sandbox) {
     std::fprintf(stderr, "kloop evaluate: --no-sandbox: the candidate is compiled WITHOUT "
                          "isolation (recorded in the build gate's evidence)\n");

@@ -382,7 +382,7 @@ int cmd_verify(const Opts& o) {
                     "integrity_check; row values are not hashed)\n",
                     st.dir(), rep.blobs_checked, rep.missing.size(), rep.altered.size(),
                     rep.integrity == "ok" ? "ok" : "damaged"));
-  return rep.ok() ? kExitOk : kExitRejected;
+  return rep.ok() ? kExitOk : kExitCouldNotFinish; // a damaged store (README exit codes)
 }
 
 int cmd_replay(const Opts& o) {
@@ -478,7 +478,7 @@ void register_store_commands(CLI::App& app, int& exit_code) {
 
   auto* storecmd = app.add_subcommand("store", "Store maintenance");
   storecmd->require_subcommand(1);
-  auto* verify = storecmd->add_subcommand("verify", "Re-hash every blob; exit 1 on damage");
+  auto* verify = storecmd->add_subcommand("verify", "Re-hash every blob; exit 3 on damage");
   add_store_flag(verify, *o);
   verify->callback([o, ec] { *ec = cmd_verify(*o); });
 

@@ -21,6 +21,9 @@ json session_row(const SessionDetail& d) {
       ++candidates;
       for (const auto& g : c.gates) {
         auto& [p, n] = gates[g.name];
+        // A gate that did not run (no device, an earlier gate failed) neither passed nor failed:
+        // it is left out of the rate, and a gate that never ran has rate null ("not run").
+        if (g.status == GateCode::kNotRun) continue;
         ++n;
         if (g.status == GateCode::kPass) ++p;
       }
@@ -29,7 +32,7 @@ json session_row(const SessionDetail& d) {
     }
   json rates = json::object();
   for (const auto& [g, pn] : gates)
-    rates[g] = static_cast<double>(pn.first) / pn.second;
+    rates[g] = pn.second ? json(static_cast<double>(pn.first) / pn.second) : json(nullptr);
   const CandidateDetail* best = d.best_candidate();
   auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
   return {{"id", d.session.id},
@@ -66,8 +69,10 @@ json compare_sessions(Store& store, const std::vector<std::int64_t>& ids) {
     double wall = 0;
     for (const auto& s : g["sessions"]) {
       for (auto it = s["gate_pass_rate"].begin(); it != s["gate_pass_rate"].end(); ++it) {
-        rate_sum[it.key()].first += it.value().get<double>();
-        ++rate_sum[it.key()].second;
+        auto& [sum, n] = rate_sum[it.key()];
+        if (it.value().is_null()) continue; // never ran in that session
+        sum += it.value().get<double>();
+        ++n;
       }
       if (!s["iterations_to_first_pass"].is_null()) ++with_pass;
       if (!s["best_speedup"].is_null() &&
@@ -78,7 +83,7 @@ json compare_sessions(Store& store, const std::vector<std::int64_t>& ids) {
     }
     json rates = json::object();
     for (const auto& [name, sn] : rate_sum)
-      rates[name] = sn.first / sn.second;
+      rates[name] = sn.second ? json(sn.first / sn.second) : json(nullptr);
     g["aggregate"] = {{"sessions", g["sessions"].size()},
                       {"gate_pass_rate", rates},
                       {"sessions_with_pass", with_pass},
@@ -105,7 +110,9 @@ std::string format_compare(const json& cmp) {
     for (const auto& s : g["sessions"]) {
       std::string rates;
       for (auto it = s["gate_pass_rate"].begin(); it != s["gate_pass_rate"].end(); ++it)
-        rates += fmt::format("{}={:.0f}% ", it.key(), 100 * it.value().get<double>());
+        rates += it.value().is_null()
+                     ? fmt::format("{}=not run ", it.key())
+                     : fmt::format("{}={:.0f}% ", it.key(), 100 * it.value().get<double>());
       const auto& iv = s["best_speedup_interval"];
       out += fmt::format(
           "  {:>6} {:>6} {:>12} {:>22} {:>9} {:>10.1f}  {}\n", s["id"].get<std::int64_t>(),

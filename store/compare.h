@@ -13,7 +13,8 @@ namespace kloop::store {
 
 class Store;
 
-// {"groups": [{"provider","model","sessions":[{id, candidates, gate_pass_rate:{gate: rate},
+// {"groups": [{"provider","model","sessions":[{id, candidates, gate_pass_rate:{gate: rate in [0,1]
+//   over the runs of that gate that were not not_run; null when it never ran},
 //   iterations_to_first_pass (null = none), best_speedup, best_speedup_interval:[lo,hi],
 //   tokens, wall_ms}], "aggregate": {sessions, gate_pass_rate, sessions_with_pass,
 //   best_speedup, tokens, wall_ms}}]}. Throws StoreError for an unknown id.

@@ -121,6 +121,18 @@ TEST_F(EvaluateCliTest, UnreadableDirectoryAndUnknownOperatorExit2) {
   call = kloop({"evaluate", "softmax", "--candidate", (kFixtures / "good").string()});
   EXPECT_EQ(call.exit_code, 2);
   EXPECT_NE(call.stderr_text.find("unknown operator 'softmax'"), std::string::npos);
+  // With --json the error is also a JSON document on stdout (README, "Exit codes").
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"evaluate", "rmsnorm", "--candidate",
+                                 "/nonexistent/kloop-candidate", "--json"},
+        std::vector<std::string>{"evaluate", "softmax", "--candidate",
+                                 (kFixtures / "good").string(), "--json"}}) {
+    call = kloop(args);
+    EXPECT_EQ(call.exit_code, 2);
+    const auto doc = nlohmann::json::parse(call.stdout_text);
+    EXPECT_EQ(doc["exit_code"], 2) << call.stdout_text;
+    EXPECT_NE(doc["error"].get<std::string>().find("kloop evaluate: "), std::string::npos);
+  }
 }
 
 TEST_F(EvaluateCliTest, EscapeAttemptLeaksNothingIntoJsonOutput) {

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "store/blobs.h"
+#include "store/compare.h"
 #include "store/error.h"
 #include "store/hash.h"
 #include "store/replay.h"
@@ -363,6 +364,36 @@ TEST(StoreTest, SessionListShowsTheDecidedCandidatesSpeedup) {
   ASSERT_NE(detail.best_candidate(), nullptr);
   EXPECT_DOUBLE_EQ(*list[0].best_speedup, *detail.best_candidate()->candidate.speedup);
   EXPECT_DOUBLE_EQ(*list[0].best_speedup, 1.5);
+}
+
+// `kloop compare`'s gate pass rates count the runs of a gate only: a gate that did not run (no
+// device) is not a failure, and one that never ran has rate null ("not run" in the text).
+TEST(StoreTest, CompareLeavesGatesThatDidNotRunOutOfThePassRate) {
+  TempDir t;
+  std::int64_t sid = 0;
+  {
+    Store st = Store::open(t.path());
+    sid = testing::write_fake_session(st, 2); // iteration 1 fails a gate, iteration 2 passes all
+  }
+  {
+    sqlite3* db = nullptr;
+    sqlite3_open((t.path() + "/kloop.db").c_str(), &db);
+    // every sanitizer run, and the first candidate's benchmark run, did not run
+    sqlite3_exec(db,
+                 "UPDATE gate_results SET status = 4 WHERE name = 'sanitizer'; UPDATE "
+                 "gate_results SET status = 4 WHERE name = 'benchmark' AND candidate_id = "
+                 "(SELECT MIN(candidate_id) FROM gate_results)",
+                 nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+  }
+  Store st = Store::open(t.path());
+  const nlohmann::json cmp = compare_sessions(st, {sid});
+  const nlohmann::json& rates = cmp["groups"][0]["sessions"][0]["gate_pass_rate"];
+  EXPECT_TRUE(rates["sanitizer"].is_null()) << rates.dump();
+  EXPECT_DOUBLE_EQ(rates["benchmark"].get<double>(), 1.0) << rates.dump(); // 1 of 1 that ran
+  EXPECT_TRUE(cmp["groups"][0]["aggregate"]["gate_pass_rate"]["sanitizer"].is_null());
+  EXPECT_NE(format_compare(cmp).find("sanitizer=not run"), std::string::npos)
+      << format_compare(cmp);
 }
 
 } // namespace
