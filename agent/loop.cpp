@@ -77,6 +77,18 @@ ProviderRequest make_request(const prompts::PromptBuilder& prompts, const LoopOp
   return req;
 }
 
+// `text` as one shell word: unchanged when it is only safe characters, else single-quoted.
+std::string shell_word(const std::string& text) {
+  const bool safe = !text.empty() && text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijkl"
+                                                            "mnopqrstuvwxyz0123456789_./:=@%+-") ==
+                                         std::string::npos;
+  if (safe) return text;
+  std::string out = "'";
+  for (const char c : text)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 // A report for a reply that did not parse: the format gate failed, nothing else ran.
 PublicReport format_failure_report(const evaluator::GateResult& format_gate) {
   PublicReport r;
@@ -212,9 +224,12 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
   if (interrupted) {
     store.finish_session(session.id, store::SessionStatus::kInterrupted, std::nullopt);
     result.decision = "interrupted";
-    result.reason = "cancelled (Ctrl-C); committed iterations are kept; continue with "
-                    "kloop optimize --resume " +
-                    std::to_string(session.id);
+    // The command as it can be run: the operator and the store this session lives in (the
+    // generator, budget and seed come from the session's record).
+    result.reason =
+        fmt::format("cancelled (Ctrl-C); committed iterations are kept; continue with "
+                    "kloop optimize {} --resume {} --store {}",
+                    shell_word(options.cli_operator), session.id, shell_word(store.dir()));
     result.exit_code = 3;
     progress.line(result.reason);
     return result;

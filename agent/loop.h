@@ -53,10 +53,11 @@ public:
 
 struct LoopOptions {
   std::string operator_name = "weighted_rmsnorm";
-  int budget = 5;            // iterations (1..100)
-  std::uint64_t seed = 1;    // public seed: provider sampling, offline policy
-  std::string provider_name; // recorded in the session
-  std::string model;         // recorded and sent to the provider
+  std::string cli_operator = "rmsnorm"; // the operator as `kloop optimize` took it (resume hint)
+  int budget = 5;                       // iterations (1..100)
+  std::uint64_t seed = 1;               // public seed: provider sampling, offline policy
+  std::string provider_name;            // recorded in the session
+  std::string model;                    // recorded and sent to the provider
   nlohmann::json params = nlohmann::json::object(); // recorded for --resume (base_url, ...)
   std::optional<std::int64_t> resume_session;       // continue this session
   std::filesystem::path holdout_dir;                // sealed suites (outside every sandbox)

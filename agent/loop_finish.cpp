@@ -150,8 +150,9 @@ void finish_session(const LoopOptions& options, const store::SessionRecord& sess
       result.reason = "could not finish: no iteration got a reply from the provider: " +
                       summarise_failures(detail, false);
       result.exit_code = 3;
-      record_promotion(store, session.id, std::nullopt, store::Decision::kRejected, result.reason,
-                       {{"infrastructure", true}});
+      // No promotion decision: none was taken (no candidate was evaluated, and the store's
+      // decisions are promoted, rejected and pending_device_validation). The session ends
+      // `failed` without a verdict; the provider errors stay on its iterations.
       store.finish_session(session.id, store::SessionStatus::kFailed, std::nullopt);
       return;
     }

@@ -16,6 +16,7 @@
 #include "app/commands.h"
 #include "evaluator/subprocess.h"
 #include "store/error.h"
+#include "store/receipt.h"
 
 namespace kloop::app {
 namespace {
@@ -40,6 +41,11 @@ struct OptimizeArgs {
   std::int64_t max_tokens = 0;
   double max_cost_usd = 0;
   double worker_timeout_s = 120;
+  // Which flags were given on the command line: a resume takes the recorded value of each one
+  // left out and refuses one that differs from the record.
+  bool provider_given = false, model_given = false, base_url_given = false;
+  bool api_key_env_given = false, budget_given = false, seed_given = false;
+  bool replay_session_given = false;
 };
 
 class StdoutProgress : public agent::ProgressSink {
@@ -70,14 +76,16 @@ std::vector<agent::ReplayRecord> replay_records(store::Store& st, std::int64_t i
   return records;
 }
 
-std::unique_ptr<agent::Provider> make_provider(const OptimizeArgs& a, store::Store& st,
+// `st` is needed by (and only by) the replay provider; the others are built before the store is
+// opened, so a provider that is not configured (no API key) leaves no store behind.
+std::unique_ptr<agent::Provider> make_provider(const OptimizeArgs& a, store::Store* st,
                                                agent::Budget* budget) {
   if (a.provider == "offline") return std::make_unique<agent::OfflineProvider>(a.seed);
   if (a.provider == "replay") {
     if (a.replay_session <= 0)
       throw agent::ProviderConfigError(
           "--provider replay needs --replay-session ID (the stored session to re-drive)");
-    return agent::make_replay_provider(replay_records(st, a.replay_session),
+    return agent::make_replay_provider(replay_records(*st, a.replay_session),
                                        std::to_string(a.replay_session));
   }
   agent::HttpProviderConfig config;
@@ -95,30 +103,147 @@ std::unique_ptr<agent::Provider> make_provider(const OptimizeArgs& a, store::Sto
                                    "' (expected offline, openai, anthropic, replay)");
 }
 
-int run_optimize(const OptimizeArgs& a) {
+// A base URL as the provider uses it: the provider's default when empty, no trailing slash.
+std::string effective_base_url(const std::string& provider, const std::string& url) {
+  if (!url.empty()) return agent::trim_base_url(url);
+  if (provider == "openai") return agent::kOpenAiDefaultBaseUrl;
+  if (provider == "anthropic") return agent::kAnthropicDefaultBaseUrl;
+  return "";
+}
+
+std::string shown(const std::string& value) {
+  return value.empty() ? "none" : "'" + value + "'";
+}
+
+// For --resume: the generator (provider, model, base URL, replay session), the budget and the
+// seed are the session's recorded ones, so a resumed session stays one session of one generator.
+// Fills every flag left out from the record; returns the refusal (naming the recorded value) for
+// a flag given with another value, or "" when the command line agrees with the record.
+std::string take_recorded(OptimizeArgs& a, const store::SessionRecord& s) {
+  const auto refuse = [&](const char* flag, const std::string& recorded, const std::string& given) {
+    return fmt::format("--resume {}: session {} was recorded with {} {}, not {}; leave {} out to "
+                       "resume with the recorded value, or start a new session without --resume",
+                       s.id, s.id, flag, recorded, given, flag);
+  };
+  if (s.provider != "offline" && s.provider != "openai" && s.provider != "anthropic" &&
+      s.provider != "replay")
+    return fmt::format("--resume {}: session {} was recorded by '{}', not by a generator "
+                       "provider; `kloop optimize --resume` continues only optimize sessions",
+                       s.id, s.id, s.provider);
+  if (a.provider_given && a.provider != s.provider)
+    return refuse("--provider", shown(s.provider), shown(a.provider));
+  a.provider = s.provider;
+  if (a.model_given && a.model != s.model) return refuse("--model", shown(s.model), shown(a.model));
+  a.model = s.model;
+  const std::string recorded_url = s.params.value("base_url", std::string());
+  if (a.base_url_given &&
+      effective_base_url(s.provider, a.base_url) != effective_base_url(s.provider, recorded_url))
+    return refuse("--base-url", shown(effective_base_url(s.provider, recorded_url)),
+                  shown(a.base_url));
+  a.base_url = recorded_url;
+  const auto recorded_replay = s.params.value("replay_session", std::int64_t{0});
+  if (a.replay_session_given && a.replay_session != recorded_replay)
+    return refuse("--replay-session",
+                  recorded_replay > 0 ? std::to_string(recorded_replay) : "none",
+                  std::to_string(a.replay_session));
+  a.replay_session = recorded_replay;
+  if (a.budget_given && a.budget != s.budget)
+    return refuse("--budget", std::to_string(s.budget), std::to_string(a.budget));
+  a.budget = s.budget;
+  if (a.seed_given && static_cast<std::int64_t>(a.seed) != s.seed)
+    return refuse("--seed", std::to_string(s.seed), std::to_string(a.seed));
+  a.seed = static_cast<std::uint64_t>(s.seed);
+  // The key's variable is not part of the generator: a new one may be given (a rotated key).
+  if (!a.api_key_env_given) a.api_key_env = s.params.value("api_key_env", std::string());
+  return "";
+}
+
+// Flags the chosen provider would silently ignore; returns the refusal, or "" when none.
+std::string unused_flags(const OptimizeArgs& a) {
+  if (a.replay_session > 0 && a.provider != "replay")
+    return "--replay-session needs --provider replay (it names the session whose responses the "
+           "replay provider serves)";
+  if (a.provider == "offline")
+    for (const auto& [flag, value] :
+         {std::pair<const char*, const std::string*>{"--model", &a.model},
+          {"--base-url", &a.base_url},
+          {"--api-key-env", &a.api_key_env}})
+      if (!value->empty())
+        return fmt::format("{} is for --provider openai or anthropic; the offline provider has "
+                           "no model and sends nothing (drop {} or choose a provider)",
+                           flag, flag);
+  return "";
+}
+
+int run_optimize(OptimizeArgs a) {
   if (a.op != "rmsnorm" && a.op != "weighted_rmsnorm") {
     std::fprintf(stderr, "kloop optimize: unknown operator '%s' (known: rmsnorm)\n", a.op.c_str());
     return kExitUsage;
   }
+  // The signing key is checked before anything is generated, so a bad key (missing, unreadable,
+  // malformed, or open to group or others) never costs a session that then stays unsigned.
+  if (!a.sign_key.empty()) {
+    try {
+      (void)store::read_secret_key(a.sign_key);
+    } catch (const store::StoreError& e) {
+      std::fprintf(stderr, "kloop optimize: --sign-key %s: %s\n", a.sign_key.c_str(), e.what());
+      return kExitUsage;
+    }
+  }
   std::optional<store::Store> st;
-  try {
-    st.emplace(store::Store::open(a.store_dir));
-  } catch (const store::NoSuchStore& e) { // --store names a file, not a directory
-    std::fprintf(stderr, "kloop optimize: %s\n", e.what());
+  const auto open_store = [&]() -> int {
+    try {
+      st.emplace(store::Store::open(a.store_dir));
+    } catch (const store::NoSuchStore& e) { // --store names a file, not a directory
+      std::fprintf(stderr, "kloop optimize: %s\n", e.what());
+      return kExitUsage;
+    } catch (const store::StoreError& e) {
+      std::fprintf(stderr, "kloop optimize: %s\n", e.what());
+      return kExitCouldNotFinish;
+    }
+    return 0;
+  };
+  // A resume reads the session's record first (read-only: a refusal records nothing).
+  if (a.resume > 0) {
+    if (const int rc = open_store()) return rc;
+    std::string refusal;
+    try {
+      refusal = take_recorded(a, st->resume_info(a.resume).session);
+    } catch (const store::NoSuchSession& e) { // --resume ID of no session
+      std::fprintf(stderr, "kloop optimize: %s\n", e.what());
+      return kExitUsage;
+    } catch (const store::StoreError& e) {
+      std::fprintf(stderr, "kloop optimize: %s\n", e.what());
+      return kExitCouldNotFinish;
+    }
+    if (!refusal.empty()) {
+      std::fprintf(stderr, "kloop optimize: %s\n", refusal.c_str());
+      return kExitUsage;
+    }
+  }
+  if (const std::string refusal = unused_flags(a); !refusal.empty()) {
+    std::fprintf(stderr, "kloop optimize: %s\n", refusal.c_str());
     return kExitUsage;
-  } catch (const store::StoreError& e) {
-    std::fprintf(stderr, "kloop optimize: %s\n", e.what());
-    return kExitCouldNotFinish;
   }
   agent::Budget budget(a.max_tokens > 0 ? std::optional<std::int64_t>(a.max_tokens) : std::nullopt,
                        a.max_cost_usd > 0 ? std::optional<double>(a.max_cost_usd) : std::nullopt);
   std::unique_ptr<agent::Provider> provider;
-  try {
-    provider = make_provider(a, *st, &budget);
-  } catch (const agent::ProviderConfigError& e) {
-    std::fprintf(stderr, "kloop optimize: %s\n", e.what());
-    return kExitUsage;
-  }
+  // Every provider but replay (which reads the store) is configured before the store is created.
+  const auto build_provider = [&]() -> int {
+    try {
+      provider = make_provider(a, st ? &*st : nullptr, &budget);
+    } catch (const agent::ProviderConfigError& e) {
+      std::fprintf(stderr, "kloop optimize: %s\n", e.what());
+      return kExitUsage;
+    }
+    return 0;
+  };
+  if (a.provider != "replay")
+    if (const int rc = build_provider()) return rc;
+  if (!st)
+    if (const int rc = open_store()) return rc;
+  if (!provider)
+    if (const int rc = build_provider()) return rc;
   StdoutProgress progress(a.json);
   agent::DeviceContext device(agent::DeviceOptions{a.no_sandbox, a.worker_timeout_s, a.seed},
                               progress);
@@ -133,6 +258,7 @@ int run_optimize(const OptimizeArgs& a) {
               {"no_sandbox", a.no_sandbox},
               {"replay_session", a.replay_session}};
   if (a.resume > 0) o.resume_session = a.resume;
+  o.cli_operator = a.op;
   o.holdout_dir = std::filesystem::path(a.store_dir) / "holdout";
   o.export_dir = std::filesystem::path(a.store_dir) / "exports";
   if (!a.sign_key.empty()) o.signing_key_file = a.sign_key;
@@ -202,25 +328,29 @@ void register_optimize(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<OptimizeArgs>();
   auto* sub = app.add_subcommand("optimize", "Run the refinement loop for an operator");
   sub->add_option("op", args->op, "Operator (rmsnorm)")->required();
-  sub->add_option("--budget", args->budget, "Iterations (candidates) allowed")
-      ->check(CLI::Range(1, 100));
-  sub->add_option("--provider", args->provider, "Generator")
-      ->check(CLI::IsMember({"offline", "openai", "anthropic", "replay"}));
-  sub->add_option("--model", args->model, "Model name sent to the provider");
-  sub->add_option("--base-url", args->base_url, "Provider base URL (OpenAI-compatible servers)");
-  sub->add_option("--api-key-env", args->api_key_env, "Environment variable holding the API key");
+  auto* budget = sub->add_option("--budget", args->budget, "Iterations (candidates) allowed")
+                     ->check(CLI::Range(1, 100));
+  auto* provider = sub->add_option("--provider", args->provider, "Generator")
+                       ->check(CLI::IsMember({"offline", "openai", "anthropic", "replay"}));
+  auto* model = sub->add_option("--model", args->model, "Model name sent to the provider");
+  auto* base_url = sub->add_option("--base-url", args->base_url,
+                                   "Provider base URL (OpenAI-compatible servers)");
+  auto* api_key_env = sub->add_option("--api-key-env", args->api_key_env,
+                                      "Environment variable holding the API key");
   sub->add_option("--store", args->store_dir,
                   "Store directory (default $KLOOP_STORE or ./kloop-store)");
-  sub->add_option("--seed", args->seed, "Public seed (provider sampling, offline policy)")
-      ->check(seed_check());
+  auto* seed =
+      sub->add_option("--seed", args->seed, "Public seed (provider sampling, offline policy)")
+          ->check(seed_check());
   sub->add_flag("--json", args->json, "Print one JSON document instead of progress lines");
   sub->add_option("--resume", args->resume,
                   "Continue an interrupted session from its last "
                   "committed iteration")
       ->check(session_id_check());
-  sub->add_option("--replay-session", args->replay_session,
-                  "With --provider replay: the stored session whose responses are served")
-      ->check(session_id_check());
+  auto* replay_session =
+      sub->add_option("--replay-session", args->replay_session,
+                      "With --provider replay: the stored session whose responses are served")
+          ->check(session_id_check());
   sub->add_flag("--no-sandbox", args->no_sandbox,
                 "Build untrusted code without namespace isolation (recorded; avoid)");
   sub->add_option("--sign-key", args->sign_key, "Sign the promotion receipt with this key file");
@@ -231,7 +361,16 @@ void register_optimize(CLI::App& app, int& exit_code) {
   sub->add_option("--worker-timeout", args->worker_timeout_s,
                   "Watchdog deadline per GPU worker batch, seconds")
       ->check(CLI::Range(1.0, 3600.0));
-  sub->callback([args, &exit_code] { exit_code = run_optimize(*args); });
+  sub->callback([=, &exit_code] {
+    args->provider_given = provider->count() > 0;
+    args->model_given = model->count() > 0;
+    args->base_url_given = base_url->count() > 0;
+    args->api_key_env_given = api_key_env->count() > 0;
+    args->budget_given = budget->count() > 0;
+    args->seed_given = seed->count() > 0;
+    args->replay_session_given = replay_session->count() > 0;
+    exit_code = run_optimize(*args);
+  });
 }
 
 } // namespace kloop::app

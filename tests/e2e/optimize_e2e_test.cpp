@@ -136,7 +136,16 @@ TEST(OptimizeE2E, OfflineMainJobOnCpuEndsPendingDeviceValidation) {
     EXPECT_EQ(it["gates"]["static"], "pass");
     EXPECT_EQ(it["gates"]["correctness"], "not_run");
   }
-  EXPECT_NE(r["reason"].get<std::string>().find("correctness not run"), std::string::npos);
+  // Both iterations share one reason, stated once: "iterations 1-2: correctness not run (...)".
+  const std::string reason = r["reason"];
+  EXPECT_EQ(reason.rfind("no candidate could finish the device gates: iterations 1-2: "
+                         "correctness not run (",
+                         0),
+            0u)
+      << reason;
+  EXPECT_EQ(reason.find("correctness not run", reason.find("correctness not run") + 1),
+            std::string::npos)
+      << reason;
   // The holdout was committed before the first prompt and stays sealed (never used): owner-only.
   const std::string commitment = r["holdout_commitment"];
   EXPECT_EQ(commitment.size(), 64u);
@@ -200,6 +209,40 @@ TEST(OptimizeE2E, NegativeSeedAndNanBudgetAreUsageErrors) {
       << cost.stderr_text;
   EXPECT_FALSE(fs::exists(store / "kloop.db")) << "no session for a usage error";
   fs::remove_all(store);
+}
+
+// `optimize --sign-key FILE` checks the key before anything is generated: a missing file, a key
+// open to group or others, a malformed file or a bad `key_id` is a usage error (2) naming the
+// option and the fix, and no session is recorded.
+TEST(OptimizeE2E, BadSignKeyIsAUsageErrorBeforeAnyGeneration) {
+  const fs::path dir = fresh_dir("signkey");
+  const fs::path store = dir / "store";
+  const fs::path key = dir / "key.json";
+  const auto gen = kloop_run({"keys", "generate", "--out", key.string()});
+  ASSERT_EQ(gen.exit_code, 0) << gen.stderr_text;
+  const auto refused = [&](const fs::path& file, const std::string& names) {
+    const auto r = kloop_run({"optimize", "rmsnorm", "--budget", "1", "--sign-key", file.string(),
+                              "--store", store.string()});
+    const std::string all = r.stdout_text + r.stderr_text;
+    EXPECT_EQ(r.exit_code, 2) << all;
+    EXPECT_NE(all.find("--sign-key " + file.string()), std::string::npos) << all;
+    EXPECT_NE(all.find(names), std::string::npos) << all;
+    EXPECT_EQ(all.find("[1/1]"), std::string::npos) << "generation started: " << all;
+    EXPECT_FALSE(fs::exists(store / "kloop.db")) << "no session for a bad key";
+  };
+  refused(dir / "missing.json", "No such file or directory");
+  fs::copy_file(key, dir / "open.json");
+  fs::permissions(dir / "open.json", fs::perms(0640));
+  refused(dir / "open.json", "chmod 600 " + (dir / "open.json").string());
+  json k = json::parse(read_file(key));
+  k["key_id"] = "my key!";
+  std::ofstream(dir / "badid.json") << k.dump();
+  fs::permissions(dir / "badid.json", fs::perms(0600));
+  refused(dir / "badid.json", "`key_id`");
+  std::ofstream(dir / "notkey.json") << "not json";
+  fs::permissions(dir / "notkey.json", fs::perms(0600));
+  refused(dir / "notkey.json", "is not a JSON key file");
+  fs::remove_all(dir);
 }
 
 // `checker-coverage --check-record FILE` with a file that is not JSON (or a folder) is a usage
@@ -272,10 +315,16 @@ TEST(OptimizeE2E, OpenAiCompatibleServerGetsBuildErrorsInSecondPrompt) {
   fs::remove_all(store);
 }
 
+// Ctrl-C ends the session `interrupted` and prints the command that continues it, which runs as
+// printed (operator and --store included); the resume takes the recorded generator (provider,
+// base URL), so the printed command needs no provider flags, and a --provider equal to the
+// recorded one is accepted.
 TEST(OptimizeE2E, CtrlCEndsInterruptedAndResumeContinues) {
   // Reply 2 is slow, so SIGINT arrives while the second request is in flight.
   FakeOpenAi server({reply_with(good_source(), good_manifest())}, {0, 8000, 0, 0});
-  const fs::path store = fresh_dir("resume");
+  const fs::path dir = fresh_dir("resume");
+  const fs::path store = dir / "store";
+  const fs::path out = dir / "interrupted.json";
   const std::vector<std::string> args{kKloop,   "optimize",   "rmsnorm",         "--provider",
                                       "openai", "--base-url", server.base_url(), "--budget",
                                       "3",      "--store",    store.string(),    "--json"};
@@ -286,8 +335,8 @@ TEST(OptimizeE2E, CtrlCEndsInterruptedAndResumeContinues) {
     for (const auto& a : args)
       cargv.push_back(const_cast<char*>(a.c_str()));
     cargv.push_back(nullptr);
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
+    const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 1);
     ::execv(cargv[0], cargv.data());
     _exit(127);
   }
@@ -306,17 +355,141 @@ TEST(OptimizeE2E, CtrlCEndsInterruptedAndResumeContinues) {
     EXPECT_EQ(d.session.status, kloop::store::SessionStatus::kInterrupted);
     EXPECT_EQ(d.iterations.size(), 1u) << "the committed first iteration is kept";
   }
-  const auto resumed =
-      kloop_run({"optimize", "rmsnorm", "--resume", "1", "--provider", "openai", "--base-url",
-                 server.base_url(), "--budget", "3", "--store", store.string(), "--json"});
+  const std::string reason = json::parse(read_file(out)).at("reason");
+  const std::string prefix = "continue with ";
+  const auto at = reason.find(prefix);
+  ASSERT_NE(at, std::string::npos) << reason;
+  const std::string command = reason.substr(at + prefix.size());
+  EXPECT_EQ(command, "kloop optimize rmsnorm --resume 1 --store " + store.string()) << reason;
+  // Run the printed command (its words; the store path has no spaces), plus --json.
+  std::vector<std::string> words;
+  std::istringstream split(command);
+  for (std::string w; split >> w;)
+    words.push_back(w);
+  ASSERT_EQ(words.front(), "kloop");
+  words.erase(words.begin());
+  words.insert(words.end(), {"--provider", "openai", "--json"});
+  const auto resumed = kloop_run(words);
   const json r = json::parse(resumed.stdout_text);
   if (device_present(r)) GTEST_SKIP() << "a GPU is present";
-  EXPECT_EQ(r["session_id"], 1);
+  EXPECT_EQ(r["session_id"], 1) << resumed.stderr_text;
   ASSERT_EQ(r["iterations"].size(), 2u) << "iterations 2 and 3 ran after the resume";
   EXPECT_EQ(r["iterations"][0]["index"], 1);
+  EXPECT_EQ(server.bodies().size(), 4u) << "the resume asked the recorded server";
   auto st = kloop::store::Store::open(store.string(), kloop::store::OpenMode::kReadOnly);
   const auto d = st.load_session(1);
   EXPECT_EQ(d.iterations.size(), 3u);
   EXPECT_EQ(d.session.status, kloop::store::SessionStatus::kCompleted);
-  fs::remove_all(store);
+  EXPECT_EQ(d.session.provider, "openai");
+  fs::remove_all(dir);
+}
+
+// `--resume ID` with --provider, --model, --base-url, --budget or --seed other than the session's
+// recorded value is a usage error (2) naming the recorded value; nothing is recorded and the
+// session stays as it was (still resumable, still credited to its provider).
+TEST(OptimizeE2E, ResumeRefusesAGeneratorOrBudgetOtherThanTheRecordedOne) {
+  const fs::path dir = fresh_dir("resumeflags");
+  const fs::path store = dir / "store";
+  {
+    auto st = kloop::store::Store::open(store.string());
+    kloop::store::SessionRecord s;
+    s.operator_name = "weighted_rmsnorm";
+    s.provider = "offline";
+    s.budget = 2;
+    s.seed = 1;
+    s.params = {
+        {"base_url", ""}, {"api_key_env", ""}, {"no_sandbox", false}, {"replay_session", 0}};
+    st.create_session(s);
+    st.finish_session(s.id, kloop::store::SessionStatus::kInterrupted, std::nullopt);
+  }
+  const auto refused = [&](std::vector<std::string> flags, const std::string& names) {
+    std::vector<std::string> args{"optimize", "rmsnorm", "--resume",
+                                  "1",        "--store", store.string()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const auto r = kloop_run(args);
+    const std::string all = r.stdout_text + r.stderr_text;
+    EXPECT_EQ(r.exit_code, 2) << all;
+    EXPECT_NE(all.find(names), std::string::npos) << all;
+    EXPECT_EQ(all.find("resuming session"), std::string::npos) << "the resume started: " << all;
+  };
+  refused({"--provider", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "foo"},
+          "session 1 was recorded with --provider 'offline', not 'openai'");
+  refused({"--model", "foo"}, "session 1 was recorded with --model none, not 'foo'");
+  refused({"--provider", "offline", "--budget", "5"},
+          "session 1 was recorded with --budget 2, not 5");
+  refused({"--seed", "7"}, "session 1 was recorded with --seed 1, not 7");
+  auto st = kloop::store::Store::open(store.string(), kloop::store::OpenMode::kReadOnly);
+  const auto d = st.load_session(1);
+  EXPECT_EQ(d.session.status, kloop::store::SessionStatus::kInterrupted);
+  EXPECT_EQ(d.session.provider, "offline");
+  EXPECT_EQ(d.session.budget, 2);
+  EXPECT_TRUE(d.iterations.empty());
+  EXPECT_FALSE(d.promotion.has_value());
+  fs::remove_all(dir);
+}
+
+// Flags the chosen provider would ignore are usage errors (2) before any store or session:
+// --replay-session without --provider replay, and --model with the offline provider.
+TEST(OptimizeE2E, FlagsTheProviderWouldIgnoreAreUsageErrors) {
+  const fs::path dir = fresh_dir("ignoredflags");
+  const fs::path store = dir / "store";
+  const auto refused = [&](std::vector<std::string> flags, const std::string& names) {
+    std::vector<std::string> args{"optimize", "rmsnorm", "--budget",
+                                  "1",        "--store", store.string()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const auto r = kloop_run(args);
+    const std::string all = r.stdout_text + r.stderr_text;
+    EXPECT_EQ(r.exit_code, 2) << all;
+    EXPECT_NE(all.find(names), std::string::npos) << all;
+    EXPECT_FALSE(fs::exists(store)) << "no store for a usage error: " << all;
+  };
+  refused({"--replay-session", "1"}, "--replay-session needs --provider replay");
+  refused({"--provider", "openai", "--base-url", "http://127.0.0.1:9/v1", "--replay-session", "1"},
+          "--replay-session needs --provider replay");
+  refused({"--model", "foo"}, "--model is for --provider openai or anthropic");
+  fs::remove_all(dir);
+}
+
+// A provider that is not configured (api.openai.com or api.anthropic.com without a key) is a usage
+// error (2) that leaves no store behind.
+TEST(OptimizeE2E, MissingApiKeyCreatesNoStore) {
+  const fs::path dir = fresh_dir("nokey");
+  const fs::path store = dir / "store";
+  for (const std::string provider : {"openai", "anthropic"}) {
+    const auto r =
+        kloop_run({"optimize", "rmsnorm", "--provider", provider, "--store", store.string()});
+    const std::string all = r.stdout_text + r.stderr_text;
+    EXPECT_EQ(r.exit_code, 2) << all;
+    EXPECT_NE(all.find("_API_KEY"), std::string::npos) << all;
+    EXPECT_FALSE(fs::exists(store / "kloop.db")) << provider << ": " << all;
+  }
+  fs::remove_all(dir);
+}
+
+// A session whose provider never answered evaluated no candidate: it ends `failed` (exit 3) with
+// no promotion decision, and `kloop sessions` lists it failed, not rejected (a failed hard gate).
+TEST(OptimizeE2E, ProviderThatNeverAnswersIsFailedNotRejected) {
+  const fs::path dir = fresh_dir("noanswer");
+  const fs::path store = dir / "store";
+  const auto run =
+      kloop_run({"optimize", "rmsnorm", "--budget", "1", "--provider", "openai", "--base-url",
+                 "http://127.0.0.1:9/v1", "--store", store.string(), "--json"});
+  ASSERT_FALSE(run.timed_out) << run.stderr_text;
+  EXPECT_EQ(run.exit_code, 3) << run.stdout_text << run.stderr_text;
+  const json r = json::parse(run.stdout_text);
+  EXPECT_EQ(r["decision"], "failed");
+  {
+    auto st = kloop::store::Store::open(store.string(), kloop::store::OpenMode::kReadOnly);
+    const auto d = st.load_session(1);
+    EXPECT_EQ(d.session.status, kloop::store::SessionStatus::kFailed);
+    EXPECT_FALSE(d.session.verdict.has_value());
+    EXPECT_FALSE(d.promotion.has_value()) << "no decision was taken";
+    ASSERT_EQ(d.iterations.size(), 1u);
+    EXPECT_TRUE(d.iterations[0].candidates.empty());
+  }
+  const auto list = kloop_run({"sessions", "--store", store.string()});
+  EXPECT_EQ(list.exit_code, 0) << list.stderr_text;
+  EXPECT_NE(list.stdout_text.find("failed"), std::string::npos) << list.stdout_text;
+  EXPECT_EQ(list.stdout_text.find("rejected"), std::string::npos) << list.stdout_text;
+  fs::remove_all(dir);
 }
