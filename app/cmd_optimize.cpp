@@ -194,12 +194,9 @@ int run_optimize(OptimizeArgs a) {
   const auto open_store = [&]() -> int {
     try {
       st.emplace(store::Store::open(a.store_dir));
-    } catch (const store::NoSuchStore& e) { // --store names a file, not a directory
+    } catch (const store::StoreError& e) { // 2 when --store names a file, not a directory
       std::fprintf(stderr, "kloop optimize: %s\n", e.what());
-      return kExitUsage;
-    } catch (const store::StoreError& e) {
-      std::fprintf(stderr, "kloop optimize: %s\n", e.what());
-      return kExitCouldNotFinish;
+      return exit_code_of(e);
     }
     return 0;
   };
@@ -209,12 +206,9 @@ int run_optimize(OptimizeArgs a) {
     std::string refusal;
     try {
       refusal = take_recorded(a, st->resume_info(a.resume).session);
-    } catch (const store::NoSuchSession& e) { // --resume ID of no session
+    } catch (const store::StoreError& e) { // 2 for --resume ID of no session
       std::fprintf(stderr, "kloop optimize: %s\n", e.what());
-      return kExitUsage;
-    } catch (const store::StoreError& e) {
-      std::fprintf(stderr, "kloop optimize: %s\n", e.what());
-      return kExitCouldNotFinish;
+      return exit_code_of(e);
     }
     if (!refusal.empty()) {
       std::fprintf(stderr, "kloop optimize: %s\n", refusal.c_str());
@@ -273,12 +267,9 @@ int run_optimize(OptimizeArgs a) {
   try {
     r = agent::run_loop(o, *provider, device.evaluator(), device.holdout_runner(), *st, progress,
                         g_cancel);
-  } catch (const store::NoSuchSession& e) { // --resume ID of no session
+  } catch (const store::StoreError& e) { // 2 for --resume ID of no session
     std::fprintf(stderr, "kloop optimize: %s\n", e.what());
-    return kExitUsage;
-  } catch (const store::StoreError& e) {
-    std::fprintf(stderr, "kloop optimize: %s\n", e.what());
-    return kExitCouldNotFinish;
+    return exit_code_of(e);
   } catch (const holdout::HoldoutError& e) {
     std::fprintf(stderr, "kloop optimize: %s\n", e.what());
     return kExitCouldNotFinish;
