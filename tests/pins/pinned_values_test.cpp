@@ -1,0 +1,141 @@
+// Values the operators refactor (issue 25) must not change, recorded from the code at commit
+// 7b3a281 before any code moved: the weighted_rmsnorm/1 contract hash and kernel signature, the
+// public, large, CASES.md and invalid suite hashes for seed 1 (the correctness evidence's
+// suite_sha256 formula), the materialized input bytes of the smaller public cases, the holdout
+// suite and commitment for fixed seeds, the rendered contract prompt, the mutation selection of the
+// in-tree baseline (ids and mutated sources) and the checker-coverage search pool. A change here
+// changes what a stored session, a receipt or the checked-in coverage record means: it needs its
+// own issue, never a re-recorded literal in a refactor.
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "holdout/holdout.h"
+#include "kernels/rmsnorm/cases.h"
+#include "kernels/rmsnorm/contract.h"
+#include "mutation/operators.h"
+#include "mutation/search_pool.h"
+#include "prompts/prompt_builder.h"
+#include "store/hash.h"
+
+namespace kloop {
+namespace {
+
+std::string specs_text(const std::vector<rmsnorm::CaseSpec>& specs) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& s : specs)
+    arr.push_back(s.to_json());
+  return arr.dump();
+}
+
+// The correctness evidence's suite_sha256 (evaluator/device_gates.cpp): specs + contract hash.
+std::string suite_sha256(const std::vector<rmsnorm::CaseSpec>& specs) {
+  return store::sha256_hex(specs_text(specs) + "\n" + rmsnorm::contract_sha256());
+}
+
+std::string read_source(const std::string& relative) {
+  std::ifstream in(std::string(KLOOP_SOURCE_DIR) + "/" + relative, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(PinnedValuesTest, ContractHashAndKernelSignatureAreUnchanged) {
+  EXPECT_EQ(rmsnorm::contract_sha256(),
+            "80a1dbc5f979971ab197be52c86557ffe892ceadf0ec166302ecc2cb14a2df97");
+  EXPECT_EQ(rmsnorm::contract_id(), "weighted_rmsnorm/1");
+  EXPECT_EQ(rmsnorm::contract_json()["kernel_signature"].get<std::string>(),
+            "extern \"C\" __global__ void ENTRY(const T* x, const T* weight, T* y, long long rows, "
+            "int H, long long x_row_stride, long long y_row_stride, float eps)");
+}
+
+TEST(PinnedValuesTest, SuiteHashesForSeedOneAreUnchanged) {
+  const auto pub = rmsnorm::public_cases(1);
+  EXPECT_EQ(pub.size(), 243u);
+  EXPECT_EQ(suite_sha256(pub), "aafb0dcb83519f508b503e88a3cb8801cf8e5e2559ede54e94de67e7f75c6bcf");
+  EXPECT_EQ(suite_sha256(rmsnorm::large_cases(1)),
+            "0bdaa2dbe89cb0f90e2214fb12aed0960dff2c4454dde882dd83c8c05c1b1bab");
+  EXPECT_EQ(suite_sha256(rmsnorm::cases_md_cases()),
+            "7f895457ee911c43c5d302769feb03e35da7a842b713f9c78fbbe0d54acf8f1e");
+  EXPECT_EQ(suite_sha256(rmsnorm::invalid_cases(1)),
+            "de0c119d1e3e1879ddd6e52a51e3b0766fdf76217cb74ee82d7dfa9441e06cec");
+  // Another seed gives other case seeds, same names.
+  EXPECT_EQ(suite_sha256(rmsnorm::public_cases(7)),
+            "08f6732b7d874004e3e4201d80e32940051eff4456f2e537397283c5fddc09a7");
+}
+
+// The bytes each case materializes (storage of x and weight, including the NaN-filled gaps and
+// offsets, and the eps argument), for every public case of at most 2^18 elements (the larger ones
+// are built by the same code and would only slow the test).
+TEST(PinnedValuesTest, MaterializedInputsOfSmallPublicCasesAreUnchanged) {
+  std::string all;
+  int hashed = 0;
+  for (const auto& spec : rmsnorm::public_cases(1)) {
+    if (spec.numel() > (1 << 18)) continue;
+    const rmsnorm::CaseInputs in = rmsnorm::materialize(spec);
+    all += spec.name + ":" + store::sha256_hex(in.x.storage_bytes()) + "," +
+           store::sha256_hex(in.weight.storage_bytes()) + "," + in.eps.to_json().dump() + ";" +
+           nlohmann::json(in.x.meta().shape).dump() + nlohmann::json(in.x.strides()).dump() +
+           std::to_string(in.x.offset()) + "\n";
+    ++hashed;
+  }
+  EXPECT_EQ(hashed, 234);
+  EXPECT_EQ(store::sha256_hex(all),
+            "17eb39b295346836da32db7447f93be412171d7bf2079902f582c8f8d1b323c5");
+}
+
+TEST(PinnedValuesTest, HoldoutSuitesAndCommitmentsForFixedSeedsAreUnchanged) {
+  EXPECT_EQ(holdout::kSuiteVersion, "weighted_rmsnorm-holdout/1");
+  const struct {
+    std::uint64_t seed;
+    const char* suite_sha256;
+    const char* commitment;
+  } pins[] = {{1, "f89c2b2a53dcb7da705552b012e7562a21701bb21fcc3d5f6dba959e0c9d2a64",
+               "e3adbe058d6ce8437a2f649869fb86345ea80cd8113d6a25bd4b95b558c78d6a"},
+              {42, "1f1b913c1dd7cbc15c867f959909fe6a2d689102d0833f0f03ddb28b06110739",
+               "03400e770ce8eb7f853900d9c2c311031cab18c900f838b2d8b04ca6746b2d4f"}};
+  for (const auto& pin : pins) {
+    const auto suite = holdout::generate_suite(pin.seed);
+    EXPECT_EQ(suite.size(), 48u);
+    EXPECT_EQ(store::sha256_hex(holdout::canonical_suite_text(suite)), pin.suite_sha256)
+        << pin.seed;
+    EXPECT_EQ(holdout::commitment_for(suite, pin.seed), pin.commitment) << pin.seed;
+  }
+}
+
+TEST(PinnedValuesTest, RenderedPromptsAreUnchanged) {
+  const prompts::PromptBuilder b(rmsnorm::contract_json());
+  EXPECT_EQ(store::sha256_hex(b.contract_prompt()),
+            "4d047090c191d353996457f947d0b05efecbebf8280fe58ca9abda92ce2f286a");
+  EXPECT_EQ(store::sha256_hex(b.system_prompt()),
+            "5a8f01cf3f16cce1021ab186a0a084a923a91f81ccd0f5f4ea081ffc51585d03");
+}
+
+// The checked-in coverage record (tests/gpu/checker_coverage_record.json) names its mutants by id;
+// this pins what each id edits as well, and the operator vocabulary, so a renamed or rewritten
+// operator cannot hide a lost kill behind a re-recorded record.
+TEST(PinnedValuesTest, MutationVocabularyAndBaselineMutantsAreUnchanged) {
+  std::string names;
+  for (const auto& o : mutation::operators())
+    names += std::string(o.name) + ",";
+  EXPECT_EQ(names, "barrier-remove,barrier-move,relational-flip,row-overrun,bound-plus-one,"
+                   "bound-minus-one,tail-padding,stride-as-width,stride-as-width-all,"
+                   "narrow-offset-32,eps-drop,eps-hardcode,divide-rounded-width,skip-weight-fp32,"
+                   "half-accumulation,scrub-nonfinite,clamp-nonfinite,module-scope-state,"
+                   "hardcode-width,");
+  const std::string source = read_source("kernels/rmsnorm/baseline/kernel.cu");
+  ASSERT_FALSE(source.empty());
+  EXPECT_EQ(store::sha256_hex(source),
+            "fad5ae0b69723caae70ccd51fa71a3309cb65b7a6b42c617c1ce93d599a4d20c");
+  std::string mutants;
+  for (const auto& m : mutation::select_mutants(source, {}, 2, 0))
+    mutants += m.id + ":" + store::sha256_hex(m.source) + "\n";
+  EXPECT_EQ(store::sha256_hex(mutants),
+            "c903a5c69d5e28e311684e6ab7e0ab074425cab9a724c961c7d1d6f83afe4192");
+  EXPECT_EQ(store::sha256_hex(specs_text(mutation::search_pool(1))),
+            "d38ca52432468c9b9c3898458a40d98dd3fc2fa87f9993f72af86bf333345987");
+}
+
+} // namespace
+} // namespace kloop
