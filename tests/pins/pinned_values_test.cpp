@@ -13,9 +13,11 @@
 
 #include <gtest/gtest.h>
 
+#include "evaluator/static_inspection.h"
 #include "holdout/holdout.h"
 #include "kernels/rmsnorm/cases.h"
 #include "kernels/rmsnorm/contract.h"
+#include "kernels/rmsnorm/manifest.h"
 #include "mutation/operators.h"
 #include "mutation/search_pool.h"
 #include "prompts/prompt_builder.h"
@@ -135,6 +137,50 @@ TEST(PinnedValuesTest, MutationVocabularyAndBaselineMutantsAreUnchanged) {
             "c903a5c69d5e28e311684e6ab7e0ab074425cab9a724c961c7d1d6f83afe4192");
   EXPECT_EQ(store::sha256_hex(specs_text(mutation::search_pool(1))),
             "d38ca52432468c9b9c3898458a40d98dd3fc2fa87f9993f72af86bf333345987");
+}
+
+// The eight-parameter ABI as the static gate reads it from PTX: (const T* x, const T* weight, T* y,
+// long long rows, int H, long long x_row_stride, long long y_row_stride, float eps), in this
+// order. The exact list passes; any parameter of another size class in any position (two swapped
+// parameters, int where long long belongs, a double eps) is a signature finding, and so is a
+// ninth or a missing parameter.
+TEST(PinnedValuesTest, StaticGateTakesExactlyTheEightParameterAbi) {
+  rmsnorm::Manifest m;
+  m.entry_points = {{DType::kFloat32, "rms_f32"}};
+  auto ptx_of = [](const std::vector<std::string>& types) {
+    std::string p = ".version 9.0\n.target sm_90\n.address_size 64\n\n.visible .entry rms_f32(\n";
+    for (std::size_t i = 0; i < types.size(); ++i)
+      p += "\t.param " + types[i] + " rms_f32_param_" + std::to_string(i) +
+           (i + 1 < types.size() ? ",\n" : "\n");
+    return p + ")\n{\n\tret;\n}\n";
+  };
+  auto signature_findings = [&](const std::vector<std::string>& types) {
+    int n = 0;
+    for (const auto& f : evaluator::check_ptx(ptx_of(types), m))
+      n += f.kind == "signature";
+    return n;
+  };
+  const std::vector<std::string> abi = {".u64", ".u64", ".u64", ".u64",
+                                        ".u32", ".u64", ".u64", ".f32"};
+  EXPECT_EQ(signature_findings(abi), 0);
+  // Signed and untyped spellings of the same classes are the same ABI.
+  EXPECT_EQ(signature_findings({".b64", ".b64", ".b64", ".s64", ".s32", ".s64", ".b64", ".b32"}),
+            0);
+  for (std::size_t i = 0; i < abi.size(); ++i) {
+    std::vector<std::string> wrong = abi;
+    wrong[i] = abi[i] == ".u32" || abi[i] == ".f32" ? ".u64" : ".u32";
+    EXPECT_EQ(signature_findings(wrong), 1) << "parameter " << i;
+  }
+  std::vector<std::string> swapped = abi; // (..., long long rows, long long xs, int H, ...)
+  std::swap(swapped[4], swapped[5]);
+  EXPECT_EQ(signature_findings(swapped), 1);
+  std::vector<std::string> nine = abi;
+  nine.push_back(".u64");
+  EXPECT_EQ(signature_findings(nine), 1);
+  EXPECT_EQ(signature_findings({abi.begin(), abi.end() - 1}), 1);
+  std::vector<std::string> f64_eps = abi;
+  f64_eps[7] = ".f64";
+  EXPECT_EQ(signature_findings(f64_eps), 1);
 }
 
 } // namespace
