@@ -60,7 +60,11 @@ int run_coverage(const CoverageArgs& a) {
       std::printf("%-22s %s\n", std::string(o.name).c_str(), std::string(o.doc).c_str());
     return kExitOk;
   }
-  if (a.op != "rmsnorm") return usage("unknown operator '" + a.op + "'; available: rmsnorm");
+  try {
+    (void)resolve_operator(a.op);
+  } catch (const UsageError& e) {
+    return usage(e.what());
+  }
   const std::vector<std::string> ops = split_csv(a.operators);
   if (!a.operators.empty() && ops.empty())
     return usage("--operators '" + a.operators +

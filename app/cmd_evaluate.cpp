@@ -54,7 +54,11 @@ int run_evaluate(const EvaluateArgs& a) {
     }
     return kExitUsage;
   };
-  if (a.op != "rmsnorm") return usage_error("unknown operator '" + a.op + "'; available: rmsnorm");
+  try {
+    (void)resolve_operator(a.op);
+  } catch (const UsageError& e) {
+    return usage_error(e.what());
+  }
   if (!(a.build_timeout_s > 0 && a.build_timeout_s <= 3600))
     return usage_error("--build-timeout must be in (0, 3600] seconds");
   auto loaded = evaluator::load_candidate_dir(a.candidate_dir);

@@ -176,8 +176,10 @@ std::string unused_flags(const OptimizeArgs& a) {
 }
 
 int run_optimize(OptimizeArgs a) {
-  if (a.op != "rmsnorm" && a.op != "weighted_rmsnorm") {
-    std::fprintf(stderr, "kloop optimize: unknown operator '%s' (known: rmsnorm)\n", a.op.c_str());
+  try {
+    (void)resolve_operator(a.op);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "kloop optimize: %s\n", e.what());
     return kExitUsage;
   }
   // The signing key is checked before anything is generated, so a bad key (missing, unreadable,

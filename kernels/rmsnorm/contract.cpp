@@ -5,8 +5,8 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
-#include <sodium.h>
 
+#include "kernels/rmsnorm/operator.h"
 #include "kernels/rmsnorm/reference.h"
 
 namespace kloop::rmsnorm {
@@ -116,9 +116,7 @@ nlohmann::json build_contract() {
                  "equal; finite expected needs finite actual; per row: ||a-e||_2 <= row_rtol * "
                  "max(||e||_2, row_floor) over finite-expected entries"},
         {"per_dtype", tolerances}}},
-      {"kernel_signature",
-       "extern \"C\" __global__ void ENTRY(const T* x, const T* weight, T* y, long long rows, "
-       "int H, long long x_row_stride, long long y_row_stride, float eps)"},
+      {"kernel_signature", op::kernel_signature(declaration())},
       {"manifest_schema",
        {{"contract", contract_id()},
         {"entry_points", "object: dtype name -> extern \"C\" symbol, at least one"},
@@ -151,15 +149,7 @@ std::string contract_canonical_text() {
 }
 
 std::string contract_sha256() {
-  if (sodium_init() < 0)
-    throw std::runtime_error("contract_sha256: libsodium failed to initialise");
-  const std::string text = contract_canonical_text();
-  unsigned char digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(text.data()), text.size());
-  std::string hex;
-  for (unsigned char b : digest)
-    hex += fmt::format("{:02x}", b);
-  return hex;
+  return op::sha256_text_hex(contract_canonical_text());
 }
 
 } // namespace kloop::rmsnorm
