@@ -31,18 +31,16 @@ private:
 class WorkerHoldoutRunner : public HoldoutRunner {
 public:
   explicit WorkerHoldoutRunner(std::chrono::milliseconds deadline) : deadline_(deadline) {}
-  holdout::HoldoutResult run(const evaluator::Candidate& candidate,
-                             const rmsnorm::Manifest& manifest, const std::string& cubin,
-                             const std::vector<rmsnorm::CaseSpec>& suite) override {
-    (void)manifest;
+  holdout::HoldoutResult run(const op::Operator& op, const evaluator::Candidate& candidate,
+                             const std::string& cubin,
+                             const std::vector<nlohmann::json>& suite) override {
     evaluator::GpuRunRequest req;
     req.mode = "correctness";
+    req.operator_id = op.contract_id();
     req.cubin = cubin;
     req.source = candidate.source;
     req.manifest = nlohmann::json::parse(candidate.manifest_text);
-    req.cases = nlohmann::json::array();
-    for (const auto& s : suite)
-      req.cases.push_back(s.to_json());
+    req.cases = suite;
     evaluator::GpuRunOptions o;
     o.deadline = deadline_;
     return holdout_result_from(evaluator::run_gpu_worker(req, o));
@@ -97,7 +95,8 @@ holdout::HoldoutResult holdout_result_from(const evaluator::GpuRunResult& run) {
   return r;
 }
 
-DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progress) {
+DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progress)
+    : options_(options), progress_(progress) {
   evaluator::GpuRunRequest probe;
   probe.mode = "probe";
   probe.cases = nlohmann::json::array();
@@ -124,15 +123,23 @@ DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progres
     progress.line(fmt::format("device: none ({}); device gates will report not_run",
                               result.reason.empty() ? "probe failed" : result.reason));
   }
+  holdout_ = std::make_unique<WorkerHoldoutRunner>(
+      std::chrono::milliseconds(static_cast<long>(options.worker_timeout_s * 1000)));
+}
+
+CandidateEvaluator& DeviceContext::evaluator(const op::Operator& op) {
+  if (auto it = evaluators_.find(&op); it != evaluators_.end()) return *it->second;
   evaluator::EvaluateOptions eo;
-  if (options.no_sandbox) eo.build.sandbox = evaluator::SandboxRequest::kNoSandbox;
+  eo.op = &op;
+  if (options_.no_sandbox) eo.build.sandbox = evaluator::SandboxRequest::kNoSandbox;
   eo.build.deadline =
-      std::chrono::milliseconds(static_cast<long long>(options.build_timeout_s * 1000));
+      std::chrono::milliseconds(static_cast<long long>(options_.build_timeout_s * 1000));
   evaluator::GpuGatesOptions go;
-  go.public_seed = options.public_seed;
+  go.op = &op;
+  go.public_seed = options_.public_seed;
   if (has_device_) { // the benchmark baseline: the in-tree baseline, built once like a candidate
     const auto load =
-        evaluator::load_candidate_dir(std::string(KLOOP_SOURCE_DIR) + "/kernels/rmsnorm/baseline");
+        evaluator::load_candidate_dir(std::string(KLOOP_SOURCE_DIR) + "/" + op.baseline_folder());
     if (load.candidate) {
       const auto parsed =
           rmsnorm::parse_manifest(load.candidate->manifest_text, load.candidate->source);
@@ -146,14 +153,14 @@ DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progres
         }
       }
     }
-    progress.line(go.baseline_cubin.empty()
-                      ? "baseline: in-tree baseline did not build; timing against the reference"
-                      : "baseline: in-tree baseline built for the benchmark gate");
+    progress_.line(go.baseline_cubin.empty()
+                       ? "baseline: in-tree baseline did not build; timing against the reference"
+                       : "baseline: in-tree baseline built for the benchmark gate");
   }
-  go.deadline = std::chrono::milliseconds(static_cast<long>(options.worker_timeout_s * 1000));
-  evaluator_ =
-      std::make_unique<PipelineEvaluator>(eo, std::make_unique<evaluator::GpuWorkerGates>(go));
-  holdout_ = std::make_unique<WorkerHoldoutRunner>(go.deadline);
+  go.deadline = std::chrono::milliseconds(static_cast<long>(options_.worker_timeout_s * 1000));
+  auto& slot = evaluators_[&op];
+  slot = std::make_unique<PipelineEvaluator>(eo, std::make_unique<evaluator::GpuWorkerGates>(go));
+  return *slot;
 }
 
 } // namespace kloop::agent

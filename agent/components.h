@@ -4,6 +4,7 @@
 // the session records the device and a CPU-only run says once why the device gates do not run.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -21,9 +22,12 @@ struct DeviceOptions {
 
 class DeviceContext {
 public:
-  // Probes the device once (a `probe` worker batch) and prints one line about it to `progress`.
+  // Probes the device once (a `probe` worker batch) and prints one line about it to `progress`,
+  // which must outlive this object.
   DeviceContext(const DeviceOptions& options, ProgressSink& progress);
-  CandidateEvaluator& evaluator() { return *evaluator_; }
+  // The evaluator of candidates of `op`, made on first use: with a device, the operator's in-tree
+  // baseline is built then, once, for the benchmark gate (a line about it goes to `progress`).
+  CandidateEvaluator& evaluator(const op::Operator& op);
   HoldoutRunner& holdout_runner() { return *holdout_; }
   const std::string& device_name() const { return device_name_; }
   const std::string& driver_version() const { return driver_version_; }
@@ -32,7 +36,9 @@ public:
   bool has_device() const { return has_device_; }
 
 private:
-  std::unique_ptr<CandidateEvaluator> evaluator_;
+  DeviceOptions options_;
+  ProgressSink& progress_;
+  std::map<const op::Operator*, std::unique_ptr<CandidateEvaluator>> evaluators_;
   std::unique_ptr<HoldoutRunner> holdout_;
   std::string device_uuid_;
   std::string device_name_, driver_version_;

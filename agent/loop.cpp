@@ -8,7 +8,6 @@
 #include "agent/loop_record.h"
 #include "agent/reply_parser.h"
 #include "feedback/feedback.h"
-#include "kernels/rmsnorm/contract.h"
 #include "prompts/prompt_builder.h"
 #include "store/text_view.h"
 
@@ -33,9 +32,9 @@ std::string gate_line(const evaluator::GateResult& g) {
 // The session record for a fresh run.
 store::SessionRecord new_session(const LoopOptions& o) {
   store::SessionRecord s;
-  s.operator_name = o.operator_name;
-  s.contract_version = std::to_string(rmsnorm::kContractVersion);
-  s.contract_sha256 = rmsnorm::contract_sha256();
+  s.operator_name = std::string(o.op->name());
+  s.contract_version = std::to_string(o.op->declaration().version);
+  s.contract_sha256 = o.op->contract_sha256();
   s.provider = o.provider_name;
   s.model = o.model;
   s.budget = o.budget;
@@ -120,7 +119,9 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
                     HoldoutRunner& holdout_runner, store::Store& store, ProgressSink& progress,
                     const std::atomic<bool>& cancel) {
   const auto t_session = Clock::now();
-  const prompts::PromptBuilder prompts(rmsnorm::contract_json()); // validates templates
+  if (!options.op) throw std::invalid_argument("run_loop: LoopOptions::op is not set");
+  const op::Operator& op = *options.op;
+  const prompts::PromptBuilder prompts(op.contract()); // validates templates
   LoopResult result;
   Recorder rec(store);
 
@@ -150,10 +151,11 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
   holdout::SealedSuite sealed =
       options.resume_session
           ? holdout::SealedSuite::open(options.holdout_dir, label)
-          : holdout::SealedSuite::create(options.holdout_dir, label, holdout::draw_secret_seed(),
-                                         options.holdout_options);
+          : holdout::SealedSuite::create(options.holdout_dir, label, op,
+                                         holdout::draw_secret_seed(), options.holdout_options);
   result.holdout_commitment = sealed.commitment();
-  if (!options.resume_session) rec.holdout_commitment(session.id, sealed.commitment());
+  if (!options.resume_session)
+    rec.holdout_commitment(session.id, sealed.commitment(), op.holdout_version());
   progress.line(fmt::format("session {}: {} via {}{}, budget {}, holdout committed {}", session.id,
                             session.operator_name, session.provider,
                             session.model.empty() ? "" : "/" + session.model, session.budget,
@@ -229,7 +231,7 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
     result.reason =
         fmt::format("cancelled (Ctrl-C); committed iterations are kept; continue with "
                     "kloop optimize {} --resume {} --store {}",
-                    shell_word(options.cli_operator), session.id, shell_word(store.dir()));
+                    shell_word(std::string(op.cli_name())), session.id, shell_word(store.dir()));
     result.exit_code = 3;
     progress.line(result.reason);
     return result;

@@ -38,9 +38,9 @@ public:
 class HoldoutRunner {
 public:
   virtual ~HoldoutRunner() = default;
-  virtual holdout::HoldoutResult run(const evaluator::Candidate& candidate,
-                                     const rmsnorm::Manifest& manifest, const std::string& cubin,
-                                     const std::vector<rmsnorm::CaseSpec>& suite) = 0;
+  virtual holdout::HoldoutResult run(const op::Operator& op, const evaluator::Candidate& candidate,
+                                     const std::string& cubin,
+                                     const std::vector<nlohmann::json>& suite) = 0;
 };
 
 // Progress on the terminal: one line per iteration and gate, then a summary. `--json` replaces it
@@ -52,12 +52,11 @@ public:
 };
 
 struct LoopOptions {
-  std::string operator_name = "weighted_rmsnorm";
-  std::string cli_operator = "rmsnorm"; // the operator as `kloop optimize` took it (resume hint)
-  int budget = 5;                       // iterations (1..100)
-  std::uint64_t seed = 1;               // public seed: provider sampling, offline policy
-  std::string provider_name;            // recorded in the session
-  std::string model;                    // recorded and sent to the provider
+  const op::Operator* op = nullptr; // the operator (kernels/registry.h); required
+  int budget = 5;                   // iterations (1..100)
+  std::uint64_t seed = 1;           // public seed: provider sampling, offline policy
+  std::string provider_name;        // recorded in the session
+  std::string model;                // recorded and sent to the provider
   nlohmann::json params = nlohmann::json::object(); // recorded for --resume (base_url, ...)
   std::optional<std::int64_t> resume_session;       // continue this session
   std::filesystem::path holdout_dir;                // sealed suites (outside every sandbox)

@@ -184,11 +184,11 @@ void finish_session(const LoopOptions& options, const store::SessionRecord& sess
                                         : std::string("n/a")));
   const auto suite = sealed.unseal_for_run();
   holdout::HoldoutResult hr =
-      holdout_runner.run(frozen->candidate, frozen->manifest, frozen->cubin, suite);
+      holdout_runner.run(sealed.op(), frozen->candidate, frozen->cubin, suite);
   hr.commitment = sealed.commitment();
   hr.revealed_seed = sealed.reveal_seed();
-  const bool commitment_ok =
-      holdout::verify_commitment(sealed.commitment(), hr.revealed_seed, options.holdout_options);
+  const bool commitment_ok = holdout::verify_commitment(sealed.op(), sealed.commitment(),
+                                                        hr.revealed_seed, options.holdout_options);
   {
     auto step = store.begin_step();
     store::HoldoutRunRecord r;

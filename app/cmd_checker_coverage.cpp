@@ -43,10 +43,10 @@ std::vector<std::string> split_csv(const std::string& text) {
   return out;
 }
 
-std::string default_baseline_dir() {
-  const std::string local = "kernels/rmsnorm/baseline"; // a carried checkout (device machine)
+std::string default_baseline_dir(const op::Operator& op) {
+  const std::string local = op.baseline_folder(); // a carried checkout (device machine)
   if (std::filesystem::exists(local + "/kernel.cu")) return local;
-  return std::string(KLOOP_SOURCE_DIR) + "/kernels/rmsnorm/baseline";
+  return std::string(KLOOP_SOURCE_DIR) + "/" + local;
 }
 
 int usage(const std::string& message) {
@@ -60,8 +60,9 @@ int run_coverage(const CoverageArgs& a) {
       std::printf("%-22s %s\n", std::string(o.name).c_str(), std::string(o.doc).c_str());
     return kExitOk;
   }
+  const op::Operator* op = nullptr;
   try {
-    (void)resolve_operator(a.op);
+    op = &resolve_operator(a.op);
   } catch (const UsageError& e) {
     return usage(e.what());
   }
@@ -126,13 +127,15 @@ int run_coverage(const CoverageArgs& a) {
       return usage(fmt::format("--check-record {}: {}", a.check_record, e.what()));
     }
   }
-  const std::string baseline_dir = a.baseline_dir.empty() ? default_baseline_dir() : a.baseline_dir;
+  const std::string baseline_dir =
+      a.baseline_dir.empty() ? default_baseline_dir(*op) : a.baseline_dir;
   auto loaded = evaluator::load_candidate_dir(baseline_dir);
   if (!loaded.candidate) return usage(loaded.error);
 
   const std::vector<mutation::Mutant> mutants =
       mutation::select_mutants(loaded.candidate->source, ops, a.max_per_operator, a.max_mutants);
   mutation::WorkerBackendOptions bo;
+  bo.op = op;
   if (a.no_sandbox) {
     bo.build.sandbox = evaluator::SandboxRequest::kNoSandbox;
     std::fprintf(stderr, "kloop checker-coverage: --no-sandbox: mutants are compiled WITHOUT "
@@ -152,7 +155,7 @@ int run_coverage(const CoverageArgs& a) {
   ao.seed = a.seed;
   ao.jobs = a.jobs;
   mutation::CoverageReport report =
-      mutation::analyze(*loaded.candidate, mutants, backend, ao, [](const std::string& line) {
+      mutation::analyze(*op, *loaded.candidate, mutants, backend, ao, [](const std::string& line) {
         std::fprintf(stderr, "%s\n", line.c_str());
       });
   nlohmann::json ids = nlohmann::json::array();
@@ -171,7 +174,7 @@ int run_coverage(const CoverageArgs& a) {
     std::printf("%s", report.table().c_str());
   if (st) {
     const std::int64_t id =
-        mutation::store_report(*st, report, {KLOOP_VERSION, KLOOP_GIT_COMMIT, a.seed});
+        mutation::store_report(*st, report, {KLOOP_VERSION, KLOOP_GIT_COMMIT, a.seed, op});
     std::fprintf(stderr, "checker-coverage: stored as session %lld in %s\n",
                  static_cast<long long>(id), a.store_dir.c_str());
   }

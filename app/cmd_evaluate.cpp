@@ -54,8 +54,9 @@ int run_evaluate(const EvaluateArgs& a) {
     }
     return kExitUsage;
   };
+  const op::Operator* op = nullptr;
   try {
-    (void)resolve_operator(a.op);
+    op = &resolve_operator(a.op);
   } catch (const UsageError& e) {
     return usage_error(e.what());
   }
@@ -74,7 +75,7 @@ int run_evaluate(const EvaluateArgs& a) {
   device_options.no_sandbox = a.no_sandbox;
   device_options.build_timeout_s = a.build_timeout_s;
   agent::DeviceContext device(device_options, progress);
-  auto ev = device.evaluator().evaluate(*loaded.candidate);
+  auto ev = device.evaluator(*op).evaluate(*loaded.candidate);
   if (a.json)
     std::printf("%s\n", ev.report.to_json().dump(2).c_str());
   else

@@ -1,6 +1,7 @@
 // Benchmark and roofline gates from the worker's benchmark result (perf_gates.h).
 #include "evaluator/perf_gates.h"
 
+#include <cctype>
 #include <cmath>
 #include <map>
 
@@ -37,15 +38,34 @@ bool has_samples(const json& state, const char* key) {
          state["samples"][key].is_array() && !state["samples"][key].empty();
 }
 
-std::string shape_name(const json& shape) {
-  return fmt::format("{}x{} {}", shape.value("rows", 0LL), shape.value("h", 0LL),
-                     shape.value("dtype", std::string("?")));
+// "65536x4096 bfloat16": rows, then the variable axes in declaration order.
+std::string shape_name(const op::Declaration& decl, const json& shape) {
+  std::string dims = std::to_string(shape.value("rows", 0LL));
+  for (const op::Axis& a : decl.axes) {
+    if (!a.variable) continue;
+    std::string key = a.name;
+    for (char& c : key)
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    dims += "x" + std::to_string(shape.value(key, 0LL));
+  }
+  return fmt::format("{} {}", dims, shape.value("dtype", std::string("?")));
 }
 
-DType shape_dtype(const json& shape, const std::string& where) {
-  const auto d = parse_dtype(need(shape, "dtype", where).get<std::string>());
-  if (!d) throw InfraError("benchmark result: " + where + ".dtype is not a contract dtype");
-  return *d;
+// The shape's rows, axes and dtype (op::BenchShape::from_json), InfraError naming what is missing.
+op::BenchShape parse_shape(const op::Declaration& decl, const json& shape,
+                           const std::string& where) {
+  try {
+    return op::BenchShape::from_json(decl, shape);
+  } catch (const std::invalid_argument& e) {
+    throw InfraError("benchmark result: " + where + ": " + e.what());
+  }
+}
+
+// The shape's JSON keys (rows, axes, dtype) with the shape class, for the gates' evidence.
+json shape_keys(const op::Declaration& decl, const op::BenchShape& s) {
+  json j = s.to_json(decl);
+  j["shape_class"] = roofline::shape_class(decl, s);
+  return j;
 }
 
 // Stats of one cache state of one shape.
@@ -110,22 +130,18 @@ json BenchProtocol::to_json() const {
           {"cold", cold}};
 }
 
-json bench_request(const std::vector<rmsnorm::BenchShape>& shapes, const BenchProtocol& protocol,
-                   const std::string& raw_samples_path) {
+json bench_request(const op::Declaration& decl, const std::vector<op::BenchShape>& shapes,
+                   const BenchProtocol& protocol, const std::string& raw_samples_path) {
   json list = json::array();
-  for (const auto& s : shapes) {
-    list.push_back({{"rows", s.rows},
-                    {"h", s.h},
-                    {"dtype", dtype_name(s.dtype)},
-                    {"shape_class", roofline::shape_class(s.rows, s.h, s.dtype)}});
-  }
+  for (const auto& s : shapes)
+    list.push_back(shape_keys(decl, s));
   return {{"protocol", protocol.to_json()},
           {"shapes", list},
           {"copy_ceiling_bytes", roofline::kMinCopyBytes},
           {"raw_samples_path", raw_samples_path}};
 }
 
-GateResult benchmark_gate(const json& r) {
+GateResult benchmark_gate(const op::Declaration& decl, const json& r) {
   GateResult g;
   g.name = std::string(kGateBenchmark);
   json shapes_out = json::array();
@@ -133,7 +149,7 @@ GateResult benchmark_gate(const json& r) {
   std::vector<bench::PairedRatio> vs_baseline; // one per measured state, for the geometric mean
   std::string first_failure;
   for (const auto& shape : need(r, "shapes", "benchmark")) {
-    const std::string where = shape_name(shape);
+    const std::string where = shape_name(decl, shape);
     json states = json::array();
     for (const auto& state : need(shape, "states", where)) {
       const std::string swhere = where + " " + state.value("state", std::string("?"));
@@ -175,11 +191,10 @@ GateResult benchmark_gate(const json& r) {
                                             : same)++;
       vs_baseline.push_back(ratio);
     }
-    shapes_out.push_back({{"rows", shape.value("rows", 0LL)},
-                          {"h", shape.value("h", 0LL)},
-                          {"dtype", shape.value("dtype", std::string())},
-                          {"shape_class", shape.value("shape_class", std::string())},
-                          {"states", states}});
+    json out = shape_keys(decl, parse_shape(decl, shape, where));
+    out["shape_class"] = shape.value("shape_class", std::string()); // as the worker measured it
+    out["states"] = states;
+    shapes_out.push_back(std::move(out));
   }
   const bench::GeomeanSpeedup geomean =
       vs_baseline.empty() ? bench::GeomeanSpeedup{} : bench::geomean_speedup(vs_baseline);
@@ -228,7 +243,7 @@ GateResult benchmark_gate(const json& r) {
   return g;
 }
 
-GateResult roofline_gate(const json& r, double margin) {
+GateResult roofline_gate(const op::Declaration& decl, const json& r, double margin) {
   GateResult g;
   g.name = std::string(kGateRoofline);
   const json& ceiling = need(r, "copy_ceiling", "benchmark");
@@ -241,12 +256,10 @@ GateResult roofline_gate(const json& r, double margin) {
   json shapes_out = json::array();
   std::string first_failure;
   for (const auto& shape : need(r, "shapes", "benchmark")) {
-    const std::string where = shape_name(shape);
-    const auto rows = need(shape, "rows", where).get<std::int64_t>();
-    const auto h = need(shape, "h", where).get<std::int64_t>();
-    const DType dtype = shape_dtype(shape, where);
-    const auto bytes = roofline::logical_bytes(rows, h, dtype);
-    const std::string cls(roofline::shape_class(rows, h, dtype));
+    const std::string where = shape_name(decl, shape);
+    const op::BenchShape bs = parse_shape(decl, shape, where);
+    const auto bytes = roofline::logical_bytes(decl, bs);
+    const std::string cls(roofline::shape_class(decl, bs));
     json states = json::array();
     double cold_fraction = -1, any_fraction = -1;
     for (const auto& state : need(shape, "states", where)) {
@@ -280,12 +293,9 @@ GateResult roofline_gate(const json& r, double margin) {
     if (cold_fraction >= 0 || any_fraction >= 0) {
       by_class[cls].push_back(cold_fraction >= 0 ? cold_fraction : any_fraction);
     }
-    json s{{"rows", rows},
-           {"h", h},
-           {"dtype", dtype_name(dtype)},
-           {"shape_class", cls},
-           {"logical_bytes", bytes.to_json()},
-           {"states", states}};
+    json s = shape_keys(decl, bs);
+    s["logical_bytes"] = bytes.to_json();
+    s["states"] = states;
     if (shape.contains("ncu")) s["measured_dram"] = shape["ncu"];
     shapes_out.push_back(std::move(s));
   }
@@ -298,8 +308,7 @@ GateResult roofline_gate(const json& r, double margin) {
                 {"copy_ceiling", ceiling},
                 {"l2_bytes", l2},
                 {"margin", margin},
-                {"bytes_formula", "unique = x read + weight read once + y write = (2*rows*h + h) * "
-                                  "elem; with_rereads adds (rows-1)*h*elem weight re-reads"},
+                {"bytes_formula", roofline::bytes_formula(decl)},
                 {"shapes", shapes_out},
                 {"by_class", classes}};
   if (!first_failure.empty()) {

@@ -1,6 +1,9 @@
 #include "evaluator/pipeline.h"
 
+#include <fmt/format.h>
+
 #include "evaluator/static_inspection.h"
+#include "kernels/registry.h"
 #include "store/hash.h"
 
 namespace kloop::evaluator {
@@ -21,10 +24,42 @@ void skip_rest(std::vector<GateResult>& gates, std::initializer_list<std::string
     gates.push_back(not_run(n, reason));
 }
 
+std::string registered_contracts() {
+  std::string out;
+  for (const op::Operator* o : op::operators())
+    out += (out.empty() ? "" : ", ") + o->contract_id();
+  return out;
+}
+
 std::string cuda_root_of(const BuildOptions& o) {
   if (!o.cuda_root.empty()) return o.cuda_root;
   if (const char* env = std::getenv("KLOOP_CUDA_ROOT"); env && *env) return env;
   return "/usr/local/cuda";
+}
+
+// The operator the candidate implements: the registered operator its manifest's "contract" names,
+// which must be `wanted` when the caller named one. A manifest that is not JSON or names no
+// contract is left to the manifest parser, which names the problem (no operator then).
+std::vector<rmsnorm::ManifestError> identify_operator(const Candidate& candidate,
+                                                      const op::Operator* wanted,
+                                                      const op::Operator*& found) {
+  found = wanted;
+  const nlohmann::json doc = nlohmann::json::parse(candidate.manifest_text, nullptr, false);
+  const auto it = doc.is_object() ? doc.find("contract") : doc.end();
+  if (!doc.is_object() || it == doc.end() || !it->is_string()) return {};
+  const std::string contract = it->get<std::string>();
+  const op::Operator* named = op::find_operator(contract);
+  if (wanted && named != wanted)
+    return {{"contract", fmt::format("'contract' = \"{}\" is not the contract of operator {} ({}); "
+                                     "write \"contract\": \"{}\"",
+                                     contract, wanted->cli_name(), wanted->contract_id(),
+                                     wanted->contract_id())}};
+  if (!named || named->contract_id() != contract)
+    return {{"contract", fmt::format("'contract' = \"{}\" names no registered operator contract; "
+                                     "registered: {}",
+                                     contract, registered_contracts())}};
+  found = named;
+  return {};
 }
 
 } // namespace
@@ -45,6 +80,8 @@ Evaluation evaluate_candidate(const Candidate& candidate, const EvaluateOptions&
 
   // Contract.
   auto problems = check_candidate_bytes(candidate);
+  const op::Operator* op = nullptr;
+  if (problems.empty()) problems = identify_operator(candidate, options.op, op);
   if (problems.empty()) {
     auto parsed = rmsnorm::parse_manifest(candidate.manifest_text, candidate.source);
     if (parsed.manifest) ev.manifest = std::move(parsed.manifest);
@@ -100,7 +137,7 @@ Evaluation evaluate_candidate(const Candidate& candidate, const EvaluateOptions&
 
   // Device gates.
   try {
-    auto dev = device.run(BuiltCandidate{candidate, *ev.manifest, b.cubin, b.ptx});
+    auto dev = device.run(BuiltCandidate{*op, candidate, *ev.manifest, b.cubin, b.ptx});
     gates.insert(gates.end(), dev.begin(), dev.end());
   } catch (const InfraError& e) {
     for (auto n : kDeviceGates)

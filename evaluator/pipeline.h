@@ -13,12 +13,14 @@
 #include "evaluator/candidate.h"
 #include "evaluator/gate.h"
 #include "evaluator/subprocess.h"
+#include "kernels/operator.h"
 #include "kernels/rmsnorm/manifest.h"
 
 namespace kloop::evaluator {
 
 // What the device gates get: the candidate after contract, build and static gates passed.
 struct BuiltCandidate {
+  const op::Operator& op; // the operator its manifest's contract names
   const Candidate& candidate;
   const rmsnorm::Manifest& manifest;
   const std::string& cubin; // sm_90 / sm_90a cubin bytes
@@ -49,6 +51,9 @@ private:
 };
 
 struct EvaluateOptions {
+  // The operator the candidate must implement (its manifest's "contract" must be this operator's
+  // contract id); nullptr: the registered operator the manifest's contract names.
+  const op::Operator* op = nullptr;
   BuildOptions build;
 };
 

@@ -16,34 +16,34 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/gate.h"
-#include "kernels/rmsnorm/cases.h"
+#include "kernels/operator.h"
 
 namespace kloop::holdout {
-
-// Version of the generation rules below; part of the commitment and of the store record.
-inline constexpr std::string_view kSuiteVersion = "weighted_rmsnorm-holdout/1";
 
 // A 64-bit secret from the OS CSPRNG (libsodium randombytes_buf).
 std::uint64_t draw_secret_seed();
 
-// The holdout suite for `seed`: random widths in [1, 20000] (a third of them primes), random outer
-// shapes up to four dimensions in total, random gaps and storage offsets, heavy-tailed rows with
-// outlier channels, per-row scales from 1e-30 to 1e19, NaN and Inf at random positions, random eps;
-// all three dtypes. About `cases` cases whose elements total at most `max_elements` (so the CPU
+// The holdout suite of `op` for `seed` (op.holdout_suite: families that differ from the public
+// ones; for weighted_rmsnorm/1 random widths in [1, 20000], a third of them primes, random outer
+// shapes up to four dimensions in total, gaps and storage offsets, heavy-tailed rows with outlier
+// channels, per-row scales from 1e-30 to 1e19, NaN and Inf at random positions, random eps; all
+// three dtypes): about `cases` cases whose elements total at most `max_elements` (so the CPU
 // reference answers in seconds). Deterministic for a seed.
 struct SuiteOptions {
   int cases = 48;
   std::int64_t max_elements = 24'000'000;
 };
-std::vector<rmsnorm::CaseSpec> generate_suite(std::uint64_t seed, const SuiteOptions& options = {});
+std::vector<nlohmann::json> generate_suite(const op::Operator& op, std::uint64_t seed,
+                                           const SuiteOptions& options = {});
 
-// Canonical text of a suite: one compact JSON array (object keys sorted) of CaseSpec::to_json().
-std::string canonical_suite_text(const std::vector<rmsnorm::CaseSpec>& suite);
-// SHA-256 hex over canonical_suite_text + "\n" + kSuiteVersion + "\nseed=" + decimal seed.
-std::string commitment_for(const std::vector<rmsnorm::CaseSpec>& suite, std::uint64_t seed);
+// Canonical text of a suite: one compact JSON array (object keys sorted) of the case specs.
+std::string canonical_suite_text(const std::vector<nlohmann::json>& suite);
+// SHA-256 hex over canonical_suite_text + "\n" + op.holdout_version() + "\nseed=" + decimal seed.
+std::string commitment_for(const op::Operator& op, const std::vector<nlohmann::json>& suite,
+                           std::uint64_t seed);
 // Recomputes the suite from a revealed seed and checks it against a stored commitment.
-bool verify_commitment(const std::string& commitment, std::uint64_t revealed_seed,
-                       const SuiteOptions& options = {});
+bool verify_commitment(const op::Operator& op, const std::string& commitment,
+                       std::uint64_t revealed_seed, const SuiteOptions& options = {});
 
 // Raised when a retired or tampered sealed suite is used again.
 class HoldoutError : public std::runtime_error {
@@ -55,28 +55,36 @@ public:
 // after its one use it is renamed to <label>.retired. Never place DIR inside a sandbox's view.
 class SealedSuite {
 public:
-  // Draws nothing: seals `seed` under `dir`. Throws HoldoutError if the label exists already.
+  // Draws nothing: seals `seed` of operator `op` under `dir` (the file names the operator's
+  // contract id). Throws HoldoutError if the label exists already.
   static SealedSuite create(const std::filesystem::path& dir, const std::string& label,
-                            std::uint64_t seed, const SuiteOptions& options = {});
-  // Opens an existing sealed or retired suite. Throws HoldoutError naming the path when absent.
+                            const op::Operator& op, std::uint64_t seed,
+                            const SuiteOptions& options = {});
+  // Opens an existing sealed or retired suite. Throws HoldoutError naming the path when absent,
+  // or when the file names no registered operator (a file without "operator", written before
+  // operators were registered, is weighted_rmsnorm's, as its suite_version says).
   static SealedSuite open(const std::filesystem::path& dir, const std::string& label);
 
   const std::string& commitment() const { return commitment_; }
+  const op::Operator& op() const { return *op_; }
   bool retired() const;
   // The suite for its single run. Retires the file first (rename), so a crash mid-run still
   // counts as a use. Throws HoldoutError when already retired or when the file no longer matches
   // its commitment.
-  std::vector<rmsnorm::CaseSpec> unseal_for_run();
+  std::vector<nlohmann::json> unseal_for_run();
   // The seed, only once retired (throws HoldoutError before).
   std::uint64_t reveal_seed() const;
 
 private:
-  SealedSuite(std::filesystem::path dir, std::string label, std::string commitment)
-      : dir_(std::move(dir)), label_(std::move(label)), commitment_(std::move(commitment)) {}
+  SealedSuite(std::filesystem::path dir, std::string label, const op::Operator* op,
+              std::string commitment)
+      : dir_(std::move(dir)), label_(std::move(label)), op_(op),
+        commitment_(std::move(commitment)) {}
   std::filesystem::path sealed_path() const;
   std::filesystem::path retired_path() const;
   std::filesystem::path dir_;
   std::string label_;
+  const op::Operator* op_ = nullptr;
   std::string commitment_;
 };
 

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/call.h"
 #include "kernels/declaration.h"
 #include "kernels/dtype.h"
 
@@ -51,6 +52,45 @@ public:
   virtual const nlohmann::json& contract() const = 0;
   // The benchmark sweep (also listed in the contract document).
   virtual std::vector<BenchShape> benchmark_shapes() const = 0;
+
+  // --- semantics: the CPU reference and its declared errors ---
+  // The contract's checks in the contract's order; never throws for bad input.
+  virtual Validated validate(const CallArgs& call) const = 0;
+  // The reference computation of a validated call (also an empty one): one fresh contiguous
+  // tensor per
+  // written tensor (written_tensors(), declaration order) with the call's device label; for an
+  // input-output tensor, its expected final value.
+  virtual std::vector<HostTensor> reference(const CallArgs& call, const Validated& v) const = 0;
+  // The declared tolerance of written tensor `tensor` (declaration index) for call dtype `dtype`.
+  virtual Tolerance tolerance(DType dtype, int tensor) const = 0;
+
+  // --- cases: serialisable, seeded specs (JSON objects with at least "name" and "family") ---
+  // Suite names the GPU worker's "cases.suite" accepts ("public", "large", "cases_md",
+  // "invalid" for weighted_rmsnorm).
+  virtual std::vector<std::string> suite_names() const = 0;
+  // The suite `name` for `seed`; throws std::invalid_argument naming the known suites.
+  virtual std::vector<nlohmann::json> suite(std::string_view name, std::uint64_t seed) const = 0;
+  // The call a spec describes, bit-identical on every machine; throws std::invalid_argument
+  // naming the field of a malformed spec.
+  virtual CallArgs materialize(const nlohmann::json& spec) const = 0;
+  // Elements of the batched tensors of a spec's call (rows times row width), for ordering
+  // cases by size; throws std::invalid_argument like materialize().
+  virtual std::int64_t case_elements(const nlohmann::json& spec) const = 0;
+
+  // --- holdout and the checker-coverage search pool ---
+  // Version of the holdout generation rules (part of the commitment).
+  virtual std::string_view holdout_version() const = 0;
+  // The holdout suite for `seed`: about `cases` cases whose elements total at most
+  // `max_elements`, from families that differ from the public ones. Deterministic.
+  virtual std::vector<nlohmann::json> holdout_suite(std::uint64_t seed, int cases,
+                                                    std::int64_t max_elements) const = 0;
+  // The random pool the checker-coverage analysis searches for a killing input of a mutant that
+  // every gate passed: `cases` own cases of at most `max_case_elements` elements (wider than the
+  // public suite and the holdout), plus `holdout_style_cases` drawn like the holdout from another
+  // seed. Deterministic; no invalid calls.
+  virtual std::vector<nlohmann::json> search_pool(std::uint64_t seed, int cases,
+                                                  int holdout_style_cases,
+                                                  std::int64_t max_case_elements) const = 0;
 
   std::string_view name() const { return declaration().name; }   // "weighted_rmsnorm"
   std::string contract_id() const { return declaration().id(); } // "weighted_rmsnorm/1"

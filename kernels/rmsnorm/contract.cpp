@@ -11,10 +11,6 @@
 
 namespace kloop::rmsnorm {
 
-nlohmann::json Tolerance::to_json() const {
-  return {{"atol", atol}, {"rtol", rtol}, {"row_rtol", row_rtol}, {"row_floor", row_floor}};
-}
-
 // Why these values (fixed before any candidate runs; part of the contract hash):
 // - float32: an honest kernel differs from the reference by reduction order and by the rounding
 //   of rsqrt (CUDA rsqrtf: 2 ulp) and of the products. The order matters most on constant rows,

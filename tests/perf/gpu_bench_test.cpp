@@ -13,6 +13,7 @@
 
 #include "evaluator/gpu_runner.h"
 #include "evaluator/perf_gates.h"
+#include "kernels/rmsnorm/operator.h"
 #include "tests/gpu/gpu_test_support.h"
 
 namespace kloop::evaluator::perf {
@@ -37,9 +38,10 @@ json bench_options() {
   BenchProtocol p;
   p.time_cap_s = 2.0;
   p.max_rounds = 60;
-  return {{"benchmark", bench_request({{8, 4096, DType::kFloat32},
-                                       {16384, 4096, DType::kBFloat16},
-                                       {4096, 4099, DType::kFloat16}},
+  return {{"benchmark", bench_request(rmsnorm::declaration(),
+                                      {{8, {4096}, DType::kFloat32},
+                                       {16384, {4096}, DType::kBFloat16},
+                                       {4096, {4099}, DType::kFloat16}},
                                       p, "")}};
 }
 
@@ -91,9 +93,10 @@ TEST(GpuBenchTest, SameKernelInEveryPathIsIndistinguishableColdAndWarm) {
   req.cubin = c.cubin;
   req.source = c.source;
   req.manifest = json::parse(c.manifest_text);
-  req.options = {{"benchmark", bench_request({{8, 4096, DType::kBFloat16},
-                                              {64, 4096, DType::kFloat16},
-                                              {4096, 4099, DType::kFloat32}},
+  req.options = {{"benchmark", bench_request(rmsnorm::declaration(),
+                                             {{8, {4096}, DType::kBFloat16},
+                                              {64, {4096}, DType::kFloat16},
+                                              {4096, {4099}, DType::kFloat32}},
                                              p, "")},
                  {"baseline",
                   {{"cubin", "baseline.cubin"},

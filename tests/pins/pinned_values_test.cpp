@@ -18,6 +18,7 @@
 #include "kernels/rmsnorm/cases.h"
 #include "kernels/rmsnorm/contract.h"
 #include "kernels/rmsnorm/manifest.h"
+#include "kernels/rmsnorm/operator.h"
 #include "mutation/operators.h"
 #include "mutation/search_pool.h"
 #include "prompts/prompt_builder.h"
@@ -62,6 +63,16 @@ TEST(PinnedValuesTest, SuiteHashesForSeedOneAreUnchanged) {
             "7f895457ee911c43c5d302769feb03e35da7a842b713f9c78fbbe0d54acf8f1e");
   EXPECT_EQ(suite_sha256(rmsnorm::invalid_cases(1)),
             "de0c119d1e3e1879ddd6e52a51e3b0766fdf76217cb74ee82d7dfa9441e06cec");
+  // The same suites through the operator interface (kernels/operator.h).
+  const op::Operator& rms = rmsnorm::operator_instance();
+  EXPECT_EQ(rms.contract_sha256(), rmsnorm::contract_sha256());
+  for (const char* name : {"public", "large", "cases_md", "invalid"})
+    EXPECT_EQ(nlohmann::json(rms.suite(name, 1)).dump(),
+              specs_text(name == std::string("public")     ? pub
+                         : name == std::string("large")    ? rmsnorm::large_cases(1)
+                         : name == std::string("cases_md") ? rmsnorm::cases_md_cases()
+                                                           : rmsnorm::invalid_cases(1)))
+        << name;
   // Another seed gives other case seeds, same names.
   EXPECT_EQ(suite_sha256(rmsnorm::public_cases(7)),
             "08f6732b7d874004e3e4201d80e32940051eff4456f2e537397283c5fddc09a7");
@@ -75,11 +86,13 @@ TEST(PinnedValuesTest, MaterializedInputsOfSmallPublicCasesAreUnchanged) {
   int hashed = 0;
   for (const auto& spec : rmsnorm::public_cases(1)) {
     if (spec.numel() > (1 << 18)) continue;
-    const rmsnorm::CaseInputs in = rmsnorm::materialize(spec);
-    all += spec.name + ":" + store::sha256_hex(in.x.storage_bytes()) + "," +
-           store::sha256_hex(in.weight.storage_bytes()) + "," + in.eps.to_json().dump() + ";" +
-           nlohmann::json(in.x.meta().shape).dump() + nlohmann::json(in.x.strides()).dump() +
-           std::to_string(in.x.offset()) + "\n";
+    // Through the operator interface: (x, weight) and (eps), as every layer materializes them.
+    const op::CallArgs in = rmsnorm::operator_instance().materialize(spec.to_json());
+    const HostTensor& x = in.tensors.at(0);
+    all += spec.name + ":" + store::sha256_hex(x.storage_bytes()) + "," +
+           store::sha256_hex(in.tensors.at(1).storage_bytes()) + "," +
+           in.scalars.at(0).to_json().dump() + ";" + nlohmann::json(x.meta().shape).dump() +
+           nlohmann::json(x.strides()).dump() + std::to_string(x.offset()) + "\n";
     ++hashed;
   }
   EXPECT_EQ(hashed, 234);
@@ -88,7 +101,8 @@ TEST(PinnedValuesTest, MaterializedInputsOfSmallPublicCasesAreUnchanged) {
 }
 
 TEST(PinnedValuesTest, HoldoutSuitesAndCommitmentsForFixedSeedsAreUnchanged) {
-  EXPECT_EQ(holdout::kSuiteVersion, "weighted_rmsnorm-holdout/1");
+  const op::Operator& rms = rmsnorm::operator_instance();
+  EXPECT_EQ(rms.holdout_version(), "weighted_rmsnorm-holdout/1");
   const struct {
     std::uint64_t seed;
     const char* suite_sha256;
@@ -98,11 +112,11 @@ TEST(PinnedValuesTest, HoldoutSuitesAndCommitmentsForFixedSeedsAreUnchanged) {
               {42, "1f1b913c1dd7cbc15c867f959909fe6a2d689102d0833f0f03ddb28b06110739",
                "03400e770ce8eb7f853900d9c2c311031cab18c900f838b2d8b04ca6746b2d4f"}};
   for (const auto& pin : pins) {
-    const auto suite = holdout::generate_suite(pin.seed);
+    const auto suite = holdout::generate_suite(rms, pin.seed);
     EXPECT_EQ(suite.size(), 48u);
     EXPECT_EQ(store::sha256_hex(holdout::canonical_suite_text(suite)), pin.suite_sha256)
         << pin.seed;
-    EXPECT_EQ(holdout::commitment_for(suite, pin.seed), pin.commitment) << pin.seed;
+    EXPECT_EQ(holdout::commitment_for(rms, suite, pin.seed), pin.commitment) << pin.seed;
   }
 }
 
@@ -135,7 +149,8 @@ TEST(PinnedValuesTest, MutationVocabularyAndBaselineMutantsAreUnchanged) {
     mutants += m.id + ":" + store::sha256_hex(m.source) + "\n";
   EXPECT_EQ(store::sha256_hex(mutants),
             "c903a5c69d5e28e311684e6ab7e0ab074425cab9a724c961c7d1d6f83afe4192");
-  EXPECT_EQ(store::sha256_hex(specs_text(mutation::search_pool(1))),
+  EXPECT_EQ(store::sha256_hex(
+                nlohmann::json(mutation::search_pool(rmsnorm::operator_instance(), 1)).dump()),
             "d38ca52432468c9b9c3898458a40d98dd3fc2fa87f9993f72af86bf333345987");
 }
 
