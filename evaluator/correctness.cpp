@@ -16,7 +16,7 @@ nlohmann::json RaisedError::to_json() const {
           {"failure", failure_text}};
 }
 
-Candidate reference_candidate(const op::Operator& op) {
+CandidateFn reference_candidate(const op::Operator& op) {
   return [&op](const op::CallArgs& args) {
     CandidateCall call;
     const op::Validated v = op.validate(args);

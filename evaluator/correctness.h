@@ -2,7 +2,7 @@
 // registered operator and audits the call by the roles its declaration gives each tensor (seed,
 // "Multi-scale numerical verification" and its audit script; DESIGN.md gate 3). The same code
 // serves in-process CPU callables (tests, the reference) and the GPU worker, whose adapter wraps
-// a kernel launch as a Candidate and reports device-only findings (poison, guard bytes) through
+// a kernel launch as a CandidateFn and reports device-only findings (poison, guard bytes) through
 // CandidateCall::audit_failures. Audit: every input byte-identical and its metadata unchanged
 // after the call, every output a fresh object (sharing no storage with a passed tensor) of the
 // declared shape and the call's dtype, compared with its own tolerance: NaN positions equal,
@@ -45,13 +45,13 @@ struct CandidateCall {
   int variant = -1;
 };
 
-// A candidate: called with the case's arguments (passed tensors and scalars); must not throw
-// (adapters convert exceptions into `error`; the core also catches std::exception as a
-// non-declared failure). An input-output tensor is updated in place in the passed tensor.
-using Candidate = std::function<CandidateCall(const op::CallArgs& call)>;
+// A candidate as the correctness core calls it: the case's arguments (passed tensors and scalars);
+// must not throw (adapters convert exceptions into `error`; the core also catches std::exception as
+// a non-declared failure). An input-output tensor is updated in place in the passed tensor.
+using CandidateFn = std::function<CandidateCall(const op::CallArgs& call)>;
 
-// The operator's CPU reference wrapped as a Candidate (outputs or declared error).
-Candidate reference_candidate(const op::Operator& op);
+// The operator's CPU reference wrapped as a CandidateFn (outputs or declared error).
+CandidateFn reference_candidate(const op::Operator& op);
 
 // Element-level comparison of actual against expected (same shape, both valid tensors).
 struct Comparison {
@@ -97,10 +97,11 @@ struct CaseResult {
 // dtype (or `tol` for every one, when given) and audits the call. Valid inputs need outputs that
 // pass; invalid inputs (per op.validate) need the same declared error code. Never throws for
 // candidate misbehaviour.
-CaseResult run_case(const op::Operator& op, const Candidate& candidate, const op::CallArgs& call,
+CaseResult run_case(const op::Operator& op, const CandidateFn& candidate, const op::CallArgs& call,
                     const std::optional<op::Tolerance>& tol = std::nullopt);
 // Materializes `spec` and runs it; the result carries the spec and its name.
-CaseResult run_case(const op::Operator& op, const Candidate& candidate, const nlohmann::json& spec);
+CaseResult run_case(const op::Operator& op, const CandidateFn& candidate,
+                    const nlohmann::json& spec);
 
 // Verdict over a suite: pass iff every case passed.
 struct SuiteResult {
@@ -122,10 +123,10 @@ struct SuiteRunOptions {
   std::function<void(const CaseResult&)> after_case;
 };
 // Runs every spec in order, appending to `result` as each case finishes.
-void run_suite(const op::Operator& op, const Candidate& candidate,
+void run_suite(const op::Operator& op, const CandidateFn& candidate,
                const std::vector<nlohmann::json>& specs, SuiteResult& result,
                const SuiteRunOptions& options = {});
-SuiteResult run_suite(const op::Operator& op, const Candidate& candidate,
+SuiteResult run_suite(const op::Operator& op, const CandidateFn& candidate,
                       const std::vector<nlohmann::json>& specs, bool stop_at_first_failure = false);
 
 } // namespace kloop::evaluator

@@ -50,7 +50,7 @@ Snapshot snapshot(const op::CallArgs& call) {
   return s;
 }
 
-CandidateCall call_guarded(const Candidate& candidate, const op::CallArgs& call) {
+CandidateCall call_guarded(const CandidateFn& candidate, const op::CallArgs& call) {
   try {
     return candidate(call);
   } catch (const std::exception& e) {
@@ -131,7 +131,7 @@ nlohmann::json CaseResult::to_json() const {
   return j;
 }
 
-CaseResult run_case(const op::Operator& op, const Candidate& candidate, const op::CallArgs& call,
+CaseResult run_case(const op::Operator& op, const CandidateFn& candidate, const op::CallArgs& call,
                     const std::optional<op::Tolerance>& tol) {
   CaseResult result;
   result.case_spec = nullptr;
@@ -182,7 +182,7 @@ CaseResult run_case(const op::Operator& op, const Candidate& candidate, const op
   return judge_outputs(std::move(result), op, call, got, expected, tol);
 }
 
-CaseResult run_case(const op::Operator& op, const Candidate& candidate,
+CaseResult run_case(const op::Operator& op, const CandidateFn& candidate,
                     const nlohmann::json& spec) {
   const op::CallArgs call = op.materialize(spec);
   CaseResult r = run_case(op, candidate, call);
@@ -213,7 +213,7 @@ nlohmann::json SuiteResult::to_json() const {
           {"cases", all}};
 }
 
-void run_suite(const op::Operator& op, const Candidate& candidate,
+void run_suite(const op::Operator& op, const CandidateFn& candidate,
                const std::vector<nlohmann::json>& specs, SuiteResult& result,
                const SuiteRunOptions& options) {
   for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -226,7 +226,7 @@ void run_suite(const op::Operator& op, const Candidate& candidate,
   }
 }
 
-SuiteResult run_suite(const op::Operator& op, const Candidate& candidate,
+SuiteResult run_suite(const op::Operator& op, const CandidateFn& candidate,
                       const std::vector<nlohmann::json>& specs, bool stop_at_first_failure) {
   SuiteResult s;
   run_suite(op, candidate, specs, s, SuiteRunOptions{stop_at_first_failure, {}, {}});

@@ -26,14 +26,15 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Per-case reasons of a worker batch, by case name.
+// Per-case reasons of a worker batch, by case name (the worker's suite result: each case as
+// evaluator::CaseResult::to_json(), its name under "case").
 std::map<std::string, std::string> case_reasons(const evaluator::GpuRunResult& run) {
   std::map<std::string, std::string> out;
   if (!run.result.is_object() || !run.result.contains("suite")) return out;
   const nlohmann::json cases = run.result["suite"].value("cases", nlohmann::json::array());
   for (const auto& c : cases)
     if (c.is_object() && !c.value("pass", false))
-      out[c.value("case_name", std::string())] = c.value("reason", std::string());
+      out[c.value("case", std::string())] = c.value("reason", std::string());
   return out;
 }
 
@@ -43,7 +44,7 @@ std::set<std::string> passed_cases(const evaluator::GpuRunResult& run) {
   if (!run.result.is_object() || !run.result.contains("suite")) return out;
   const nlohmann::json cases = run.result["suite"].value("cases", nlohmann::json::array());
   for (const auto& c : cases)
-    if (c.is_object() && c.value("pass", false)) out.insert(c.value("case_name", std::string()));
+    if (c.is_object() && c.value("pass", false)) out.insert(c.value("case", std::string()));
   return out;
 }
 

@@ -34,7 +34,7 @@ inline CandidateCall raised(RaisedError e) {
   return c;
 }
 
-inline Candidate adapt(RmsCandidate f) {
+inline CandidateFn adapt(RmsCandidate f) {
   return [f = std::move(f)](const op::CallArgs& a) {
     return f(a.tensors[0], a.tensors[1], a.scalars[0]);
   };

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "evaluator/correctness.h"
 #include "kernels/rmsnorm/cases.h"
 #include "kernels/rmsnorm/operator.h"
 #include "mutation/runner.h"
@@ -82,7 +83,13 @@ public:
       if (has(c.source, "1.f;") || baseline)
         pass = pass && std::find(fails.begin(), fails.end(), s.name) == fails.end();
       all = all && pass;
-      list.push_back({{"case_name", s.name}, {"pass", pass}, {"reason", pass ? "" : "mismatch"}});
+      // The worker's layout: the correctness core's own CaseResult JSON.
+      evaluator::CaseResult cr;
+      cr.pass = pass;
+      cr.case_name = s.name;
+      cr.case_spec = s.to_json();
+      cr.reason = pass ? "" : "mismatch";
+      list.push_back(cr.to_json());
     }
     evaluator::GpuRunResult r;
     r.status = all ? GateStatus::kPass : GateStatus::kFail;
@@ -239,7 +246,10 @@ TEST(MutationRunnerTest, FailingCasesIncludeTheCaseInFlightOfACrash) {
   }
   evaluator::GpuRunResult run;
   run.status = GateStatus::kCrashed;
-  run.result = {{"suite", {{"cases", {{{"case_name", "c0"}, {"pass", false}}}}}},
+  evaluator::CaseResult c0;
+  c0.case_name = "c0";
+  c0.case_spec = cases[0];
+  run.result = {{"suite", {{"cases", nlohmann::json::array({c0.to_json()})}}},
                 {"fault", {{"case_name", "c2"}}}};
   const auto f = failing_cases(rms(), run, cases);
   ASSERT_EQ(f.size(), 2u);
