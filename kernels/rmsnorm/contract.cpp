@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/manifest.h"
 #include "kernels/rmsnorm/operator.h"
 #include "kernels/rmsnorm/reference.h"
 
@@ -113,22 +114,7 @@ nlohmann::json build_contract() {
                  "max(||e||_2, row_floor) over finite-expected entries"},
         {"per_dtype", tolerances}}},
       {"kernel_signature", op::kernel_signature(declaration())},
-      {"manifest_schema",
-       {{"contract", contract_id()},
-        {"entry_points", "object: dtype name -> extern \"C\" symbol, at least one"},
-        {"launch",
-         {{"block_threads", "int, multiple of 32, 32..1024"},
-          {"rows_per_block", "int >= 1"},
-          {"grid", "per_rows | persistent"},
-          {"dynamic_smem", {{"fixed_bytes", "int >= 0"}, {"bytes_per_h", "int >= 0"}}}}},
-        {"dispatch",
-         {{"h_min", "int >= 1"},
-          {"h_max", "int >= h_min"},
-          {"h_multiple_of", "int >= 1"},
-          {"x_rows", "any_stride | contiguous"},
-          {"alignment_bytes", "power of two 1..16"}}},
-        {"target", "sm_90 | sm_90a"},
-        {"known_limits", "string"}}},
+      {"manifest_schema", op::format1_schema(declaration())},
       {"benchmark_shapes", bench},
   };
 }
