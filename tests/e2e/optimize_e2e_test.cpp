@@ -20,6 +20,7 @@
 
 #include "evaluator/subprocess.h"
 #include "store/store.h"
+#include "tests/support/device_probe.h"
 #include "tests/support/test_files.h"
 
 namespace fs = std::filesystem;
@@ -103,20 +104,29 @@ private:
   std::vector<std::string> bodies_;
 };
 
-bool device_present(const json& result) {
-  return result.value("decision", "") == "promoted" || result.value("decision", "") == "rejected";
-}
+// The CPU-only expectations apply where the GPU probe gives a clear no-device answer; where it
+// finds a device the test is skipped, and where it gives no clear answer the test fails. Decided
+// from the probe before anything runs, never from the session's outcome (a regression that
+// rejects every candidate must fail here, not read as "a GPU is present").
+#define KLOOP_ONLY_WITHOUT_A_DEVICE()                                                              \
+  do {                                                                                             \
+    const auto probe = kloop::test_support::probe_device();                                        \
+    ASSERT_NE(probe.state, kloop::test_support::DeviceState::kBroken) << probe.reason;             \
+    if (probe.state == kloop::test_support::DeviceState::kPresent)                                 \
+      GTEST_SKIP() << "a usable GPU is present (probe: " << probe.reason                           \
+                   << "): the CPU-only path does not apply";                                       \
+  } while (0)
 
 } // namespace
 
 TEST(OptimizeE2E, OfflineMainJobOnCpuEndsPendingDeviceValidation) {
+  KLOOP_ONLY_WITHOUT_A_DEVICE();
   const TempDir tmp("e2e-offline");
   const fs::path store = tmp.dir();
   const auto run =
       kloop_run({"optimize", "rmsnorm", "--budget", "2", "--store", store.string(), "--json"});
   ASSERT_FALSE(run.timed_out) << run.stderr_text;
   const json r = json::parse(run.stdout_text);
-  if (device_present(r)) GTEST_SKIP() << "a GPU is present: the CPU-only path does not apply";
   EXPECT_EQ(run.exit_code, 3) << run.stdout_text << run.stderr_text;
   EXPECT_EQ(r["decision"], "pending_device_validation");
   ASSERT_EQ(r["iterations"].size(), 2u);
@@ -255,6 +265,7 @@ TEST(OptimizeE2E, CheckRecordThatIsNotJsonIsAUsageErrorNamingTheOption) {
 }
 
 TEST(OptimizeE2E, OpenAiCompatibleServerGetsBuildErrorsInSecondPrompt) {
+  KLOOP_ONLY_WITHOUT_A_DEVICE();
   const std::string broken =
       "#include <cuda_fp16.h>\nextern \"C\" __global__ void rms_f32(const float* x, const float* "
       "weight, float* y, long long rows, int H, long long x_row_stride, long long y_row_stride, "
@@ -269,7 +280,6 @@ TEST(OptimizeE2E, OpenAiCompatibleServerGetsBuildErrorsInSecondPrompt) {
                  "--model", "test-model", "--budget", "2", "--store", store.string(), "--json"});
   ASSERT_FALSE(run.timed_out);
   const json r = json::parse(run.stdout_text);
-  if (device_present(r)) GTEST_SKIP() << "a GPU is present";
   EXPECT_EQ(run.exit_code, 3) << run.stdout_text << run.stderr_text;
   ASSERT_EQ(r["iterations"].size(), 2u);
   EXPECT_EQ(r["iterations"][0]["verdict"], "reject");
@@ -309,6 +319,7 @@ TEST(OptimizeE2E, OpenAiCompatibleServerGetsBuildErrorsInSecondPrompt) {
 // base URL), so the printed command needs no provider flags, and a --provider equal to the
 // recorded one is accepted.
 TEST(OptimizeE2E, CtrlCEndsInterruptedAndResumeContinues) {
+  KLOOP_ONLY_WITHOUT_A_DEVICE();
   // Reply 2 is slow, so SIGINT arrives while the second request is in flight.
   FakeOpenAi server({reply_with(good_source(), good_manifest())}, {0, 8000, 0, 0});
   const TempDir tmp("e2e-resume");
@@ -361,7 +372,6 @@ TEST(OptimizeE2E, CtrlCEndsInterruptedAndResumeContinues) {
   words.insert(words.end(), {"--provider", "openai", "--json"});
   const auto resumed = kloop_run(words);
   const json r = json::parse(resumed.stdout_text);
-  if (device_present(r)) GTEST_SKIP() << "a GPU is present";
   EXPECT_EQ(r["session_id"], 1) << resumed.stderr_text;
   ASSERT_EQ(r["iterations"].size(), 2u) << "iterations 2 and 3 ran after the resume";
   EXPECT_EQ(r["iterations"][0]["index"], 1);

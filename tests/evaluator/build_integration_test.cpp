@@ -11,6 +11,7 @@
 #include "evaluator/build.h"
 #include "evaluator/pipeline.h"
 #include "evaluator/static_inspection.h"
+#include "tests/support/sandbox_check.h"
 #include "tests/support/test_files.h"
 
 namespace kloop::evaluator {
@@ -57,11 +58,7 @@ protected:
   void SetUp() override {
     if (!fs::exists("/usr/local/cuda/include/cuda_fp16.h"))
       GTEST_SKIP() << "CUDA toolkit not installed at /usr/local/cuda";
-    try {
-      resolve_sandbox(SandboxRequest::kAuto);
-    } catch (const InfraError& e) {
-      GTEST_SKIP() << e.what();
-    }
+    KLOOP_REQUIRE_SANDBOX_OR_SKIP();
   }
   Evaluation evaluate(const Candidate& c, BuildOptions b = {}) {
     EvaluateOptions o;
