@@ -205,7 +205,7 @@ TEST(BenchStatsKnownDistributionTest, MedianOfASkewedDistributionIsItsMedianNotI
   EXPECT_LE(ci.lo, 1.0);
   EXPECT_GE(ci.hi, 1.0);
   EXPECT_LT(ci.hi, mean) << "the interval is about the median, far below the mean";
-  const Interval boot = bootstrap_median_ci(v);
+  const Interval boot = bootstrap_median_ci(v, 0.95, 400);
   EXPECT_LE(boot.lo, 1.0);
   EXPECT_GE(boot.hi, 1.0);
 }
@@ -230,7 +230,7 @@ TEST(BenchStatsKnownDistributionTest, HeavyTailsAndOutliersDoNotMoveTheSpeedDeci
   // Cauchy times: the median is still found where the mean does not exist.
   const auto c = cauchy(1.0, 0.01, 2001, 5);
   EXPECT_NEAR(median(c), 1.0, 0.002);
-  const Interval b = bootstrap_median_ci(c);
+  const Interval b = bootstrap_median_ci(c, 0.95, 400);
   EXPECT_LE(b.lo, 1.0);
   EXPECT_GE(b.hi, 1.0);
   EXPECT_LT(b.hi - b.lo, 0.003);
