@@ -142,7 +142,7 @@ if [ "$reuse" = 1 ] || [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
     torch_rc=$?
     echo "== torch export / shadow (exit $torch_rc)" >>"$out/optimize.txt"
     if [ "$torch_rc" = 0 ]; then checks+=("torch_export pass")
-    else checks+=("torch_export fail exit $torch_rc (tests/torch/run_on_device.sh; optimize.txt)"); fi
+    else checks+=("torch_export fail exit $torch_rc (run_on_device.sh; see optimize.txt)"); fi
     cat "$opt/torch.txt" >>"$out/optimize.txt"
     rm -rf "$opt/torch/activations"
   fi
