@@ -24,7 +24,7 @@ enum class DeviceState {
 
 struct DeviceProbe {
   DeviceState state = DeviceState::kBroken;
-  std::string reason; // the worker's answer, with why it counts as it does
+  std::string reason; // the worker's answer, with why it counts as it does (present: the device)
 };
 
 // CUDA errors of cudaGetDeviceCount that mean "no device here" (cudaGetErrorName spelling).
@@ -40,6 +40,9 @@ inline DeviceProbe classify_device_probe(const evaluator::GpuRunResult& r, bool 
   DeviceProbe p{DeviceState::kBroken, answer};
   if (r.status == evaluator::GateStatus::kPass) {
     p.state = DeviceState::kPresent;
+    p.reason = (r.result.is_object() ? r.result.value("device", nlohmann::json()).dump()
+                                     : std::string("{}")) +
+               "; network isolation: " + (r.network_isolated ? "unshare -n" : "not applied");
     return p;
   }
   const bool worker_missing = r.status == evaluator::GateStatus::kNotRun && r.exit_code == -1 &&
