@@ -133,12 +133,10 @@ SealedSuite SealedSuite::create(const fs::path& dir, const std::string& label,
   if (fs::exists(suite.sealed_path()) || fs::exists(suite.retired_path()))
     throw HoldoutError("holdout: suite '" + label + "' exists already in " + dir.string() +
                        "; a suite is never re-sealed");
-  const nlohmann::json body = {{"suite_version", op.holdout_version()},
-                               {"operator", op.contract_id()},
-                               {"seed", std::to_string(seed)},
-                               {"cases", options.cases},
-                               {"max_elements", options.max_elements},
-                               {"commitment", suite.commitment_}};
+  const nlohmann::json body = {
+      {"suite_version", op.holdout_version()}, {"operator", op.contract_id()},
+      {"seed", std::to_string(seed)},          {"cases", options.cases},
+      {"max_elements", options.max_elements},  {"commitment", suite.commitment_}};
   const fs::path tmp = suite.sealed_path().string() + ".tmp";
   {
     const mode_t old = ::umask(077); // the file is created owner-only
