@@ -92,8 +92,8 @@ public:
 private:
   SealedSuite(std::filesystem::path dir, std::string label, const op::Operator* op,
               std::string commitment, SuiteOptions options)
-      : dir_(std::move(dir)), label_(std::move(label)), op_(op),
-        commitment_(std::move(commitment)), options_(options) {}
+      : dir_(std::move(dir)), label_(std::move(label)), op_(op), commitment_(std::move(commitment)),
+        options_(options) {}
   std::filesystem::path sealed_path() const;
   std::filesystem::path retired_path() const;
   std::filesystem::path dir_;
