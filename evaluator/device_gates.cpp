@@ -3,6 +3,10 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "kernels/manifest.h"
 #include "store/hash.h"
 
 #include <unistd.h>
@@ -28,6 +32,25 @@ GateResult correctness_gate_from(const GpuRunResult& run) {
   }
   g.evidence = std::move(ev);
   return g;
+}
+
+std::vector<std::string> unlaunched_variants(const op::Operator& op, std::string_view manifest_text,
+                                             const std::vector<GpuRunResult>& runs) {
+  const op::ManifestParse mp = op::parse_manifest(op.declaration(), manifest_text);
+  if (!mp.manifest) return {};
+  std::vector<std::int64_t> launched(mp.manifest->variants.size(), 0);
+  for (const GpuRunResult& r : runs) {
+    if (!r.result.is_object() || !r.result.contains("path_counts")) continue;
+    const nlohmann::json per = r.result["path_counts"].value("per_variant", nlohmann::json());
+    if (!per.is_array()) continue;
+    for (std::size_t i = 0; i < per.size() && i < launched.size(); ++i)
+      if (per[i].is_number_integer()) launched[i] += per[i].get<std::int64_t>();
+  }
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < launched.size(); ++i)
+    if (launched[i] == 0)
+      out.push_back(fmt::format("variant {} ({})", i, mp.manifest->variants[i].name));
+  return out;
 }
 
 namespace {
@@ -94,6 +117,18 @@ std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
     correctness.evidence["reference_sha256"] = contract;
   }
   if (runs_.size() > 1) correctness.evidence["batches"] = runs_.size();
+  if (correctness.status == GateStatus::kPass) {
+    const std::vector<std::string> unlaunched =
+        unlaunched_variants(op, built.candidate.manifest_text, runs_);
+    if (!unlaunched.empty()) {
+      correctness.status = GateStatus::kFail;
+      correctness.reason = fmt::format(
+          "{} served no public case: a variant only the holdout would reach is untested code; "
+          "widen the public reach of its when, fold it into another variant or drop it",
+          fmt::join(unlaunched, ", "));
+      correctness.evidence["unlaunched_variants"] = unlaunched;
+    }
+  }
   { // every case of every batch, as the worker judged it: the receipt's case-results record (a
     // "raw_" key: the store keeps it as a blob, not inline)
     nlohmann::json cases = nlohmann::json::array();

@@ -82,6 +82,14 @@ GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
 // The correctness GateResult of one worker outcome (exposed for unit tests).
 GateResult correctness_gate_from(const GpuRunResult& run);
 
+// Candidate format 2 (issue 25): the variants of `manifest_text` (parsed against `op`'s
+// declaration; a format-1 manifest is one variant) that no case of the public batches `runs`
+// launched, read from each worker result's path_counts.per_variant, as "variant 1 (scalar)". A
+// variant only the holdout would reach is untested code, so the correctness gate fails on any.
+// Empty when every variant served a case, or when the manifest does not parse.
+std::vector<std::string> unlaunched_variants(const op::Operator& op, std::string_view manifest_text,
+                                             const std::vector<GpuRunResult>& runs);
+
 // CUPTI PC-sampling result (worker mode "pcsample") as the feedback layout
 // {"histogram": {stall reason: samples}, "top_lines": [{"line","reason","samples"}], ...}.
 nlohmann::json stalls_from_pcsample(const nlohmann::json& pcsample);

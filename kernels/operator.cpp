@@ -55,6 +55,13 @@ std::int64_t BenchShape::width(const Declaration& decl) const {
   return a < 0 ? 1 : axes.at(static_cast<std::size_t>(a));
 }
 
+std::string BenchShape::label(const Declaration& decl) const {
+  std::string dims = std::to_string(rows);
+  for (std::size_t i = 0; i < decl.axes.size() && i < axes.size(); ++i)
+    if (decl.axes[i].variable) dims += "x" + std::to_string(axes[i]);
+  return fmt::format("{} {}", dims, dtype_name(dtype));
+}
+
 std::string sha256_text_hex(std::string_view text) {
   if (sodium_init() < 0) throw std::runtime_error("sha256: libsodium failed to initialise");
   unsigned char digest[crypto_hash_sha256_BYTES];

@@ -36,6 +36,8 @@ struct BenchShape {
   static BenchShape from_json(const Declaration& decl, const nlohmann::json& j);
   // Innermost axis value (the row width of RMSNorm and softmax).
   std::int64_t width(const Declaration& decl) const;
+  // "65536x4096 bfloat16": rows, then the variable axes in declaration order, then the dtype.
+  std::string label(const Declaration& decl) const;
   bool operator==(const BenchShape&) const = default;
 };
 
@@ -52,6 +54,8 @@ public:
   virtual const nlohmann::json& contract() const = 0;
   // The benchmark sweep (also listed in the contract document).
   virtual std::vector<BenchShape> benchmark_shapes() const = 0;
+  // The scalar arguments of every benchmark, sanitize and pcsample call (declaration order).
+  virtual std::vector<ScalarArg> benchmark_scalars() const = 0;
 
   // --- semantics: the CPU reference and its declared errors ---
   // The contract's checks in the contract's order; never throws for bad input.
