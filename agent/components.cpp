@@ -134,8 +134,7 @@ DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progres
     const auto load =
         evaluator::load_candidate_dir(std::string(KLOOP_SOURCE_DIR) + "/kernels/rmsnorm/baseline");
     if (load.candidate) {
-      const auto parsed =
-          rmsnorm::parse_manifest(load.candidate->manifest_text, load.candidate->source);
+      const auto parsed = rmsnorm::parse_manifest(load.candidate->manifest_text);
       if (parsed.manifest) {
         const auto built =
             evaluator::build_candidate(load.candidate->source, *parsed.manifest, eo.build);

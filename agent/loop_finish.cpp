@@ -103,7 +103,7 @@ std::optional<Frozen> freeze_best(store::Store& store, const store::SessionDetai
       f.report = PublicReport::from_json(c.candidate.report);
       f.candidate.source = store.blob(c.candidate.source_sha256);
       f.candidate.manifest_text = store.blob(c.candidate.manifest_sha256);
-      auto parsed = rmsnorm::parse_manifest(f.candidate.manifest_text, f.candidate.source);
+      auto parsed = rmsnorm::parse_manifest(f.candidate.manifest_text);
       if (!parsed.manifest) continue; // cannot happen for a passed candidate
       f.manifest = *parsed.manifest;
       if (const auto* a = c.artifact_of(store::ArtifactKind::kCubin))

@@ -177,9 +177,8 @@ RolloutParse parse_rollout(std::string_view text) {
   return {Rollout{values[0], values[1], values[2]}, {}};
 }
 
-std::string render_config_py(const std::string& manifest_text, const std::string& source,
-                             const json& meta) {
-  const auto parsed = rmsnorm::parse_manifest(manifest_text, source);
+std::string render_config_py(const std::string& manifest_text, const json& meta) {
+  const auto parsed = rmsnorm::parse_manifest(manifest_text);
   if (!parsed.manifest)
     throw std::invalid_argument("manifest.json does not parse: " + parsed.errors.at(0).message);
   const rmsnorm::Manifest& m = *parsed.manifest;
@@ -250,7 +249,6 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
   r.candidate_id = c->candidate.id;
   const std::string cubin = st.blob(cubin_art->sha256);
   const std::string manifest_text = st.blob(c->candidate.manifest_sha256);
-  const std::string source = st.blob(c->candidate.source_sha256);
   const json meta = {{"session_id", session_id},
                      {"candidate_id", c->candidate.id},
                      {"promoted", r.promoted},
@@ -259,7 +257,7 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
                      {"source_sha256", c->candidate.source_sha256}};
   std::string config;
   try {
-    config = render_config_py(manifest_text, source, meta);
+    config = render_config_py(manifest_text, meta);
   } catch (const std::invalid_argument& e) {
     r.exit_code = 2;
     r.error = fmt::format("session {} candidate {}: {}", session_id, c->candidate.id, e.what());
@@ -306,7 +304,7 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
                    {"signature", nullptr},
                    {"signing_key_id", nullptr}}}};
 
-  const auto manifest = rmsnorm::parse_manifest(manifest_text, source).manifest;
+  const auto manifest = rmsnorm::parse_manifest(manifest_text).manifest;
   json exp = meta;
   exp["kloop_export"] = 1;
   exp["manifest_sha256"] = c->candidate.manifest_sha256;

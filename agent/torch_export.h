@@ -84,7 +84,6 @@ TorchExportResult export_torch_package(store::Store& store, std::int64_t session
 // The text of the generated _config.py for `manifest_text` (the candidate's manifest.json) and
 // provenance `meta` ({session_id, candidate_id, promoted, status, cubin_sha256, source_sha256}).
 // Throws std::invalid_argument when the manifest does not parse (names the field).
-std::string render_config_py(const std::string& manifest_text, const std::string& source,
-                             const nlohmann::json& meta);
+std::string render_config_py(const std::string& manifest_text, const nlohmann::json& meta);
 
 } // namespace kloop::agent

@@ -46,7 +46,7 @@ Evaluation evaluate_candidate(const Candidate& candidate, const EvaluateOptions&
   // Contract.
   auto problems = check_candidate_bytes(candidate);
   if (problems.empty()) {
-    auto parsed = rmsnorm::parse_manifest(candidate.manifest_text, candidate.source);
+    auto parsed = rmsnorm::parse_manifest(candidate.manifest_text);
     if (parsed.manifest) ev.manifest = std::move(parsed.manifest);
     problems = std::move(parsed.errors);
   }
