@@ -26,7 +26,7 @@ struct EvaluateArgs {
   std::string candidate_dir;
   bool json = false;
   bool no_sandbox = false;
-  double build_timeout_s = 20;
+  double build_timeout_s = 60;
 };
 
 void print_table(const evaluator::PublicReport& report) {
@@ -102,7 +102,7 @@ void register_evaluate(CLI::App& app, int& exit_code) {
   sub->add_flag("--no-sandbox", args->no_sandbox,
                 "Build without namespace isolation (recorded; only for trusted sources)");
   sub->add_option("--build-timeout", args->build_timeout_s,
-                  "Wall-clock limit of one build in seconds (default 20)");
+                  "Wall-clock limit of one build in seconds (default 60)");
   sub->callback([args, &exit_code] {
     try {
       exit_code = run_evaluate(*args);

@@ -20,12 +20,14 @@ namespace kloop::evaluator {
 
 struct BuildOptions {
   SandboxRequest sandbox = SandboxRequest::kAuto;
-  std::chrono::milliseconds deadline{20000}; // wall clock for the whole worker (compile bombs)
-  long address_space_mib = 4096;             // worker RLIMIT_AS (no CUDA context there)
-  long cpu_seconds = 0;                      // worker RLIMIT_CPU; 0: 2 x deadline + 5 s
-  std::string cuda_root;                     // empty: $KLOOP_CUDA_ROOT or /usr/local/cuda
-  std::string work_root;  // parent of the build directory; empty: the system temp dir
-  std::string worker_exe; // empty: worker_path("kloop-build-worker")
+  // Wall clock for the whole worker (compile bombs). cub and cooperative-groups headers cost 2-8 s
+  // of compile time each on this project's 2-core machines, several times that under load.
+  std::chrono::milliseconds deadline{60000};
+  long address_space_mib = 4096; // worker RLIMIT_AS (no CUDA context there)
+  long cpu_seconds = 0;          // worker RLIMIT_CPU; 0: 2 x deadline + 5 s
+  std::string cuda_root;         // empty: $KLOOP_CUDA_ROOT or /usr/local/cuda
+  std::string work_root;         // parent of the build directory; empty: the system temp dir
+  std::string worker_exe;        // empty: worker_path("kloop-build-worker")
   bool keep_build_dir = false;
 };
 

@@ -258,10 +258,12 @@ std::vector<PtxFinding> forbidden_constructs(const ptx::Module& module) {
           if (!callee || callee->defined) continue; // the module's own function: not the runtime's
           if (id == "__assertfail") {
             out.push_back({n, "assert",
-                           fmt::format("PTX line {}: device assert (a call to __assertfail); a "
-                                       "failing assert aborts the CUDA context like trap, which "
-                                       "a candidate must not do: remove the assert, or compile it "
-                                       "out with #define NDEBUG before the includes",
+                           fmt::format("PTX line {}: calls __assertfail (a device assert that "
+                                       "survived kloop's -DNDEBUG build, e.g. an assert macro of "
+                                       "the candidate's own); a failing assert aborts the CUDA "
+                                       "context like trap, which a candidate must not do: use "
+                                       "assert() from the toolkit, which compiles out, or drop "
+                                       "the check",
                                        n)});
           } else if (id == "vprintf" || id == "malloc" || id == "free" ||
                      id == "__nv_aligned_device_malloc" || id == "__cudaCDP2Malloc" ||

@@ -250,11 +250,16 @@ int main(int argc, char** argv) {
     nvrtcVersion(&major, &minor);
     result["nvrtc_version"] = std::to_string(major) + "." + std::to_string(minor);
     const std::string virt = "compute_" + a.arch.substr(3);
+    // -DNDEBUG: candidates are built as release code, as production kernels are, so assert()
+    // compiles to nothing (NVRTC's prelude defines assert before kernel.cu is read, so a
+    // `#define NDEBUG` in the source would come too late). The directory of each source stays
+    // on the include path (no --no-source-include): toolkit headers include siblings by
+    // relative name (cooperative_groups/details/*.h), and kernel.cu's own directives reach the
+    // compiler only when they name a toolkit header (evaluator/build.h, scan_includes).
     std::vector<std::string> cubin_opts = {"--gpu-architecture=" + a.arch, "-lineinfo",
-                                           "--ptxas-options=-v", "--std=c++17",
-                                           "--no-source-include"};
+                                           "--ptxas-options=-v", "--std=c++17", "-DNDEBUG"};
     std::vector<std::string> ptx_opts = {"--gpu-architecture=" + virt, "-lineinfo", "--std=c++17",
-                                         "--no-source-include"};
+                                         "-DNDEBUG"};
     for (const auto& dir : a.include_dirs) {
       cubin_opts.push_back("-I" + dir);
       ptx_opts.push_back("-I" + dir);
