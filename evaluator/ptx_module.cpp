@@ -239,18 +239,6 @@ std::vector<Statement> split_statements(std::string_view ptx) {
   return out;
 }
 
-const Function* Module::find_function(std::string_view name) const {
-  for (const auto& f : functions)
-    if (f.name == name) return &f;
-  return nullptr;
-}
-
-const Variable* Module::find_variable(std::string_view name) const {
-  for (const auto& v : variables)
-    if (v.name == name) return &v;
-  return nullptr;
-}
-
 std::vector<const Function*> Module::entries() const {
   std::vector<const Function*> out;
   for (const auto& f : functions)

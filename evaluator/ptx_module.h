@@ -55,8 +55,6 @@ struct Variable {
 struct Module {
   std::vector<Function> functions;
   std::vector<Variable> variables;
-  const Function* find_function(std::string_view name) const;
-  const Variable* find_variable(std::string_view name) const;
   std::vector<const Function*> entries() const; // kernels, in module order
 };
 

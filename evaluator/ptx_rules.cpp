@@ -51,10 +51,9 @@ bool is_load(const ptx::Instruction& in) {
 
 class DataFlow {
 public:
-  DataFlow(const ptx::Module& module, std::map<std::string, ModuleDataUse>& uses)
-      : module_(module), uses_(uses) {
+  DataFlow(const ptx::Module& module, std::map<std::string, ModuleDataUse>& uses) : uses_(uses) {
     for (const auto& v : module.variables)
-      symbols_.insert(v.name);
+      refs_[v.name] = &v.initialiser_refs;
   }
 
   void analyse(const ptx::Function& f) {
@@ -86,7 +85,7 @@ private:
   Symbols symbols_of(const std::string& operand) const {
     Symbols out;
     for (const auto& id : ptx::identifiers_in(operand))
-      if (symbols_.contains(id)) out.insert(id);
+      if (refs_.contains(id)) out.insert(id);
     for (const auto& r : ptx::registers_in(operand))
       if (auto it = taint_.find(r); it != taint_.end())
         out.insert(it->second.begin(), it->second.end());
@@ -111,8 +110,7 @@ private:
       for (const auto& op : in.operands)
         if (is_bracket(op))
           for (const auto& s : symbols_of(op))
-            if (const auto* v = module_.find_variable(s))
-              loaded.insert(v->initialiser_refs.begin(), v->initialiser_refs.end());
+            loaded.insert(refs_.at(s)->begin(), refs_.at(s)->end());
       return add_taint(in.operands[0], loaded);
     }
     for (const auto& op : in.operands)
@@ -125,17 +123,19 @@ private:
     return add_taint(in.operands[0], src);
   }
 
+  // Records that `sym` can be written (the first reason wins). With `escape`, its address left
+  // the module's sight, so every address stored in it escapes too (once per symbol: initialisers
+  // may refer to each other in cycles).
   void mark(const std::string& sym, int line, const std::string& how, bool escape) {
-    auto it = uses_.find(sym);
-    if (it == uses_.end() || it->second.writable) return;
-    it->second.writable = true;
-    it->second.write_line = line;
-    it->second.how = how;
-    if (!escape) return;
-    // Whoever receives the address can also follow the addresses stored in the variable.
-    if (const auto* v = module_.find_variable(sym))
-      for (const auto& r : v->initialiser_refs)
-        mark(r, line, fmt::format("its address is stored in '{}', whose address escapes", sym),
+    if (auto it = uses_.find(sym); it != uses_.end() && !it->second.writable) {
+      it->second.writable = true;
+      it->second.write_line = line;
+      it->second.how = how;
+    }
+    if (!escape || !escaped_.insert(sym).second) return;
+    if (auto r = refs_.find(sym); r != refs_.end())
+      for (const auto& target : *r->second)
+        mark(target, line, fmt::format("its address is stored in '{}', whose address escapes", sym),
              true);
   }
 
@@ -197,9 +197,10 @@ private:
     }
   }
 
-  const ptx::Module& module_;
   std::map<std::string, ModuleDataUse>& uses_;
-  std::set<std::string> symbols_;
+  // Module variable -> the symbols its initialiser names (every module variable is a key).
+  std::map<std::string, const std::set<std::string>*> refs_;
+  std::set<std::string> escaped_;
   Taint taint_;
 };
 
@@ -234,6 +235,9 @@ std::vector<PtxFinding> forbidden_constructs(const ptx::Module& module) {
   static const std::regex kTimer(R"(%globaltimer(_lo|_hi)?\b)");
   static const std::regex kClock(R"(%clock(64|_hi)?\b)");
   std::vector<PtxFinding> out;
+  std::map<std::string, bool> defined; // function name -> has a body in this module
+  for (const auto& f : module.functions)
+    defined[f.name] = f.defined;
   for (const auto& f : module.functions) {
     for (const auto& st : f.body) {
       const int n = st.line;
@@ -254,8 +258,8 @@ std::vector<PtxFinding> forbidden_constructs(const ptx::Module& module) {
                                    n, in.base())});
       for (const auto& op : in.operands) {
         for (const auto& id : ptx::identifiers_in(op)) {
-          const auto* callee = module.find_function(id);
-          if (!callee || callee->defined) continue; // the module's own function: not the runtime's
+          const auto callee = defined.find(id);
+          if (callee == defined.end() || callee->second) continue; // none, or the module's own
           if (id == "__assertfail") {
             out.push_back({n, "assert",
                            fmt::format("PTX line {}: calls __assertfail (a device assert that "

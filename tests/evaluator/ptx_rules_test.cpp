@@ -116,6 +116,20 @@ TEST(PtxModuleStateTest, WritesThroughAPointerTableReachTheTargets) {
   EXPECT_TRUE(kinds_of(module(decls, load + "\tld.u32 %r1, [%rd2];\n")).empty());
 }
 
+TEST(PtxModuleStateTest, AnEscapingConstPointerTableLetsItsTargetsBeWritten) {
+  const std::string decls = kCounter + ".const .align 8 .u64 table[1] = {generic(counter)};\n" +
+                            ".func use_pointer(.param .b64 p0)\n{\n\tret;\n}\n";
+  const std::string pass = "\tmov.u64 %rd1, table;\n\t{\n\t.param .b64 param0;\n"
+                           "\tst.param.b64 [param0+0], %rd1;\n\tcall.uni use_pointer, (param0);\n"
+                           "\t}\n";
+  const auto f = check_ptx(module(decls, pass), f32_manifest());
+  ASSERT_EQ(kinds(f), std::vector<std::string>{"module_state"});
+  EXPECT_NE(f[0].message.find("stored in 'table'"), std::string::npos) << f[0].message;
+  // Twin: the table read in place (ld.const), its target only read through.
+  EXPECT_TRUE(
+      kinds_of(module(decls, "\tld.const.u64 %rd2, [table];\n\tld.u32 %r1, [%rd2];\n")).empty());
+}
+
 TEST(PtxModuleStateTest, ExternGlobalIsRejectedButExternSharedIsNot) {
   const auto f =
       check_ptx(module(".extern .global .align 4 .u32 elsewhere;\n", ""), f32_manifest());
