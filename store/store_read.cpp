@@ -444,7 +444,12 @@ SessionDetail Store::load_session(std::int64_t id) {
   while (rc.step())
     d.receipts.push_back(
         {rc.int64(0), id, rc.text(1), rc.text(2), rc.text(3), rc.text(4), rc.text(5)});
+  d.chain_head = store::chain_head(db_, id);
   return d;
+}
+
+std::optional<ChainHead> Store::chain_head(std::int64_t session_id) {
+  return store::chain_head(db_, session_id);
 }
 
 VerifyReport Store::verify() {
@@ -471,6 +476,7 @@ VerifyReport Store::verify() {
       break;
     }
   }
+  rep.chains = verify_chains(db_, blobs_);
   return rep;
 }
 
