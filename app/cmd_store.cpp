@@ -138,9 +138,10 @@ void invalid_utf8_paths(const nlohmann::json& j, const std::string& path,
 void note_invalid_utf8(const std::string& what, const std::vector<std::string>& where) {
   std::fprintf(stderr,
                "%s: note: stored text that is not valid UTF-8 (an edited or damaged row) at %s; "
-               "printed with U+FFFD in place of the invalid bytes. Database rows carry no hash: "
-               "compare with a copy you trust, and run `kloop store verify` to check the blobs "
-               "and the database structure\n",
+               "printed with U+FFFD in place of the invalid bytes. Run `kloop store verify`: it "
+               "checks the blobs, the database structure and each session's row chain (an edited "
+               "row of a session recorded before row chaining goes unnoticed: compare with a copy "
+               "you trust)\n",
                what.c_str(),
                where.empty() ? "an unnamed field"
                              : fmt::format("{}", fmt::join(where, ", ")).c_str());

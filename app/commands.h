@@ -157,7 +157,8 @@ nlohmann::json generator_comparison(const std::string& store_dir,
 // cmd_merge.cpp: the row-chain lines of `kloop store verify` (store/chain.h).
 std::string verify_chain_text(const store::ChainReport& chains);
 
-void register_sweep_commands(CLI::App& app, int& exit_code); // cmd_sweep.cpp
+void register_sweep_commands(CLI::App& app, int& exit_code);    // cmd_sweep.cpp
+void register_contract_command(CLI::App& app, int& exit_code); // cmd_contract.cpp
 
 // Registers the evaluator that `kloop replay` re-runs stored candidates through (replay_hook.cpp).
 void register_replay_evaluator();

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   kloop::app::register_store_commands(app, exit_code);
   kloop::app::register_export_commands(app, exit_code);
   kloop::app::register_sweep_commands(app, exit_code);
+  kloop::app::register_contract_command(app, exit_code);
   kloop::app::register_replay_evaluator();
   try {
     app.parse(argc, argv);

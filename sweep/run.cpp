@@ -1,6 +1,7 @@
 // Sweep folders, tasks, the local pool and task status (sweep/run.h). Slurm is in slurm.cpp.
 #include "sweep/run.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>

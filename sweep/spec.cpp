@@ -38,7 +38,7 @@ json from_toml(const toml::node& n) {
   if (const auto* f = n.as_floating_point()) return f->get();
   if (const auto* b = n.as_boolean()) return b->get();
   std::ostringstream os;
-  os << n;
+  n.visit([&os](const auto& v) { os << v; }); // dates and times, as TOML writes them
   return os.str();
 }
 
