@@ -69,8 +69,9 @@ std::string last_line(const std::string& text) {
   return nl == std::string::npos ? t : t.substr(nl + 1);
 }
 
-// The full environment of this process (keys included: tasks read them from there).
-std::map<std::string, std::string> environment() {
+} // namespace
+
+std::map<std::string, std::string> current_environment() {
   std::map<std::string, std::string> env;
   for (char** e = environ; e && *e; ++e) {
     const std::string kv = *e;
@@ -79,6 +80,8 @@ std::map<std::string, std::string> environment() {
   }
   return env;
 }
+
+namespace {
 
 std::vector<std::string> optimize_argv(const Spec& s, const Task& t, const std::string& kloop,
                                        const std::string& store,
@@ -257,7 +260,7 @@ int run_task(const SweepDir& dir, int index, const std::string& kloop_exe) {
                    "\n");
   evaluator::SubprocessOptions o;
   o.cwd = adir.string();
-  o.env = environment();
+  o.env = current_environment();
   o.deadline = std::chrono::hours(24 * 7); // the scheduler's time limit is the real bound
   o.output_cap = 16u << 20;
   const auto call = evaluator::run_subprocess(optimize_argv(dir.spec(), t, kloop_exe, store_dir,
@@ -348,7 +351,7 @@ pid_t spawn_task(const SweepDir& dir, int index, const std::string& kloop,
   for (auto& a : args)
     argv.push_back(a.data());
   argv.push_back(nullptr);
-  auto env = environment();
+  auto env = current_environment();
   if (!device.empty()) env["CUDA_VISIBLE_DEVICES"] = device;
   std::vector<std::string> kv;
   for (const auto& [k, v] : env)

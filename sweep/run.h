@@ -71,6 +71,9 @@ private:
 // result.json. Returns 0 when the task is done, 1 otherwise. The environment passes through.
 int run_task(const SweepDir& dir, int index, const std::string& kloop_exe);
 
+// This process's whole environment (API keys included): what tasks and sbatch are given.
+std::map<std::string, std::string> current_environment();
+
 // Names the generators whose key variable is unset here ("" when all are set), so a sweep that
 // would fail in every task is refused before it starts.
 std::string missing_key_variables(const Spec& spec);

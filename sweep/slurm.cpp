@@ -28,7 +28,11 @@ std::string on_path(const std::string& tool) {
   return "";
 }
 
-evaluator::ToolCall run_tool(const std::string& tool, std::vector<std::string> args) {
+// Runs a Slurm command. `full_env`: with this process's whole environment (sbatch: the job gets it
+// through --export=ALL, API keys included); otherwise PATH, HOME, USER, LOGNAME and the Slurm
+// configuration variables only.
+evaluator::ToolCall run_tool(const std::string& tool, std::vector<std::string> args,
+                             bool full_env = false) {
   const std::string exe = on_path(tool);
   if (exe.empty())
     throw SchedulerError(fmt::format("sweep: `{}` is not on PATH; the slurm backend needs the Slurm "
@@ -36,8 +40,12 @@ evaluator::ToolCall run_tool(const std::string& tool, std::vector<std::string> a
                                 tool));
   args.insert(args.begin(), exe);
   evaluator::SubprocessOptions o;
-  for (const char* k : {"PATH", "HOME", "USER", "LOGNAME", "SLURM_CONF", "SLURM_CLUSTERS"})
-    if (const char* v = std::getenv(k)) o.env[k] = v;
+  if (full_env) {
+    o.env = current_environment();
+  } else {
+    for (const char* k : {"PATH", "HOME", "USER", "LOGNAME", "SLURM_CONF", "SLURM_CLUSTERS"})
+      if (const char* v = std::getenv(k)) o.env[k] = v;
+  }
   o.deadline = std::chrono::seconds(60);
   return evaluator::run_subprocess(args, o);
 }
@@ -93,7 +101,7 @@ void parse_scontrol(const std::string& text, std::map<int, JobState>& out) {
 class SlurmScheduler : public Scheduler {
 public:
   std::string submit(const std::string& script) override {
-    const auto call = run_tool("sbatch", {"--parsable", script});
+    const auto call = run_tool("sbatch", {"--parsable", script}, true);
     const std::string out = trim(call.stdout_text);
     const std::string id = out.substr(0, out.find(';')); // "JOBID[;CLUSTER]"
     if (!call.exited_ok() || id.empty() || id.find_first_not_of("0123456789") != std::string::npos)

@@ -46,4 +46,15 @@ for w in workers:
     assert w.startswith(prefix + "/bin/"), f"a build ran {w}, not the installed worker"
     assert build not in w, f"a build ran the build tree's worker: {w}"
 PY
+# The in-tree baseline comes from PREFIX/share/kloop: checker-coverage mutates it (one mutant).
+set +e
+env -i PATH=/usr/bin:/bin HOME="$tmp" "$tmp/prefix/bin/kloop" checker-coverage rmsnorm \
+  --max-mutants 1 --json >"$tmp/cc.json" 2>"$tmp/cc.err"
+rc_cc=$?
+set -e
+if ! grep -q "1 mutants of $tmp/prefix/share/kloop/kernels/rmsnorm/baseline" "$tmp/cc.err" ||
+  { [ "$rc_cc" -ne 0 ] && [ "$rc_cc" -ne 3 ]; }; then
+  echo "install_test: checker-coverage did not read the installed baseline (exit $rc_cc)"
+  cat "$tmp/cc.err"; exit 1
+fi
 echo "install_test: installed to $tmp/prefix and ran the main job from $tmp/elsewhere: $decision (exit $rc) in $(( $(date +%s) - start )) s"

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -180,7 +181,7 @@ public:
                                                        httplib::Response& res) {
       {
         std::lock_guard<std::mutex> lock(mu_);
-        ++requests_;
+        authorizations_.insert(req.get_header_value("Authorization"));
       }
       if (req.get_header_value("Authorization") != std::string("Bearer ") + kRightKey) {
         res.status = 401;
@@ -206,13 +207,18 @@ public:
     thread_.join();
   }
   std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
+  // The Authorization headers the server has seen.
+  std::set<std::string> authorizations() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return authorizations_;
+  }
 
 private:
   httplib::Server server_;
   std::thread thread_;
   int port_ = 0;
   std::mutex mu_;
-  int requests_ = 0;
+  std::set<std::string> authorizations_;
 };
 
 // Polls `kloop sweep status` until no task is pending or running (at most `limit_s`).
@@ -298,6 +304,8 @@ TEST(SlurmCluster, SweepRunsAsAJobArrayResumesOnlyFailedTasksThenMergesAndCompar
       EXPECT_EQ(t["reason"], "pending_device_validation") << t.dump();
   }
   ASSERT_EQ(fake_tasks.size(), tasks / 2);
+  // The tasks got the key from the submitting environment (a wrong one, so far).
+  EXPECT_EQ(server.authorizations(), std::set<std::string>{std::string("Bearer ") + kWrongKey});
 
   // 2. Resumed with the right key: only the failed tasks are submitted again, and now end.
   r = cluster.run(kKloop, {"sweep", "resume", dir}, kRightKey);
@@ -311,6 +319,7 @@ TEST(SlurmCluster, SweepRunsAsAJobArrayResumesOnlyFailedTasksThenMergesAndCompar
   EXPECT_EQ(json::parse(last)["indices"].get<std::vector<int>>(), fake_tasks) << last;
   st = wait_for_sweep(cluster, dir, kRightKey, 360);
   EXPECT_EQ(st["counts"].value("done", 0), static_cast<int>(tasks)) << st.dump(2);
+  EXPECT_TRUE(server.authorizations().count(std::string("Bearer ") + kRightKey));
   // The keys went through the environment only: no script, log, result or store holds them.
   EXPECT_EQ(files_holding(dir, kRightKey), std::vector<std::string>{});
   EXPECT_EQ(files_holding(dir, kWrongKey), std::vector<std::string>{});
