@@ -51,8 +51,8 @@ int run_merge(const MergeArgs& a) {
                 "here; %d holdout suite(s) copied sealed as they were\n",
                 rep.source.c_str(), rep.merged.size(), ids.empty() ? "" : " (",
                 ids.empty() ? "" : (ids + ")").c_str(), rep.skipped.size(),
-                static_cast<long long>(rep.blobs_copied),
-                static_cast<long long>(rep.blobs_present), rep.holdout_files);
+                static_cast<long long>(rep.blobs_copied), static_cast<long long>(rep.blobs_present),
+                rep.holdout_files);
     for (const auto& line : rep.skipped)
       std::printf("  skipped %s\n", line.c_str());
   }
@@ -85,8 +85,8 @@ nlohmann::json generator_comparison(const std::string& store_dir,
   if (args.by != "generator")
     throw UsageError("compare --by takes `generator` (got '" + args.by + "')");
   store::Store st = store::Store::open(store_dir, store::OpenMode::kReadOnly);
-  return store::compare_generators(
-      st, args.op.empty() ? std::nullopt : std::optional<std::string>(args.op));
+  return store::compare_generators(st, args.op.empty() ? std::nullopt
+                                                       : std::optional<std::string>(args.op));
 }
 
 std::string verify_chain_text(const store::ChainReport& c) {

@@ -382,8 +382,7 @@ int cmd_verify(const Opts& o) {
   print(fmt::format("{}: {} blobs checked, {} missing, {} altered, database structure {} (SQLite "
                     "integrity_check), row chains {}\n",
                     st.dir(), rep.blobs_checked, rep.missing.size(), rep.altered.size(),
-                    rep.integrity == "ok" ? "ok" : "damaged",
-                    rep.chains.ok() ? "ok" : "BROKEN"));
+                    rep.integrity == "ok" ? "ok" : "damaged", rep.chains.ok() ? "ok" : "BROKEN"));
   return rep.ok() ? kExitOk : kExitCouldNotFinish; // a damaged store (README exit codes)
 }
 

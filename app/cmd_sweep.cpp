@@ -127,8 +127,8 @@ int cmd_status(const SweepArgs& a) {
   }
   const bool all_done = counts["done"] == static_cast<int>(st.size());
   if (a.json) {
-    std::cout << nlohmann::json{{"sweep", d.spec().name}, {"counts", counts}, {"tasks", rows}}
-                     .dump(2)
+    std::cout << nlohmann::json{{"sweep", d.spec().name}, {"counts", counts}, {"tasks", rows}}.dump(
+                     2)
               << "\n";
   } else {
     std::printf("sweep %s: %zu task(s): %d done, %d pending, %d running, %d failed, %d missing\n",
@@ -200,8 +200,9 @@ void register_sweep_commands(CLI::App& app, int& exit_code) {
   auto* task = sw->add_subcommand("task", "Run one task of a sweep folder (what the Slurm job "
                                           "array and the local pool run)");
   task->add_option("DIR", a->dir, "Sweep folder")->required();
-  task->add_option("--index", a->index, "Task index (the array index)")->required()->check(
-      CLI::NonNegativeNumber);
+  task->add_option("--index", a->index, "Task index (the array index)")
+      ->required()
+      ->check(CLI::NonNegativeNumber);
   task->callback([a, ec] {
     *ec = guarded([&] {
       return sweep::run_task(sweep::SweepDir::open(a->dir), a->index, kloop_exe()) == 0

@@ -152,12 +152,11 @@ struct GeneratorCompareArgs {
 void add_generator_compare_flags(CLI::App* compare, GeneratorCompareArgs& args);
 // The comparison (store/generator_compare.h) of the store at `store_dir`; UsageError for a --by
 // other than "generator".
-nlohmann::json generator_comparison(const std::string& store_dir,
-                                    const GeneratorCompareArgs& args);
+nlohmann::json generator_comparison(const std::string& store_dir, const GeneratorCompareArgs& args);
 // cmd_merge.cpp: the row-chain lines of `kloop store verify` (store/chain.h).
 std::string verify_chain_text(const store::ChainReport& chains);
 
-void register_sweep_commands(CLI::App& app, int& exit_code);    // cmd_sweep.cpp
+void register_sweep_commands(CLI::App& app, int& exit_code);   // cmd_sweep.cpp
 void register_contract_command(CLI::App& app, int& exit_code); // cmd_contract.cpp
 
 // Registers the evaluator that `kloop replay` re-runs stored candidates through (replay_hook.cpp).

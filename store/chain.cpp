@@ -22,8 +22,8 @@ namespace {
 // chained rows (hashed as chain positions), and which columns the hash leaves out.
 struct TableDef {
   std::string_view name;
-  std::string_view from;        // FROM clause with the table aliased as x
-  std::string_view session;     // expression giving the session id over `from`
+  std::string_view from;    // FROM clause with the table aliased as x
+  std::string_view session; // expression giving the session id over `from`
   std::vector<std::pair<std::string_view, std::string_view>> fks; // column -> table
   std::vector<std::string_view> skip;                             // besides id
 };
@@ -32,38 +32,66 @@ const std::vector<TableDef>& defs() {
   static const std::vector<TableDef> d = {
       {"sessions", "sessions x", "x.id", {}, {"owner_pid", "owner_host"}},
       {"iterations", "iterations x", "x.session_id", {}, {"session_id"}},
-      {"prompts", "prompts x JOIN iterations i ON x.iteration_id = i.id", "i.session_id",
-       {{"iteration_id", "iterations"}}, {}},
-      {"responses", "responses x JOIN iterations i ON x.iteration_id = i.id", "i.session_id",
-       {{"iteration_id", "iterations"}, {"prompt_id", "prompts"}}, {}},
-      {"candidates", "candidates x JOIN iterations i ON x.iteration_id = i.id", "i.session_id",
-       {{"iteration_id", "iterations"}}, {}},
-      {"artifacts", "artifacts x JOIN iterations i ON x.iteration_id = i.id", "i.session_id",
-       {{"iteration_id", "iterations"}, {"candidate_id", "candidates"}}, {}},
-      {"tool_calls", "tool_calls x JOIN iterations i ON x.iteration_id = i.id", "i.session_id",
-       {{"iteration_id", "iterations"}, {"candidate_id", "candidates"}}, {}},
+      {"prompts",
+       "prompts x JOIN iterations i ON x.iteration_id = i.id",
+       "i.session_id",
+       {{"iteration_id", "iterations"}},
+       {}},
+      {"responses",
+       "responses x JOIN iterations i ON x.iteration_id = i.id",
+       "i.session_id",
+       {{"iteration_id", "iterations"}, {"prompt_id", "prompts"}},
+       {}},
+      {"candidates",
+       "candidates x JOIN iterations i ON x.iteration_id = i.id",
+       "i.session_id",
+       {{"iteration_id", "iterations"}},
+       {}},
+      {"artifacts",
+       "artifacts x JOIN iterations i ON x.iteration_id = i.id",
+       "i.session_id",
+       {{"iteration_id", "iterations"}, {"candidate_id", "candidates"}},
+       {}},
+      {"tool_calls",
+       "tool_calls x JOIN iterations i ON x.iteration_id = i.id",
+       "i.session_id",
+       {{"iteration_id", "iterations"}, {"candidate_id", "candidates"}},
+       {}},
       {"gate_results",
        "gate_results x JOIN candidates c ON x.candidate_id = c.id JOIN iterations i ON "
        "c.iteration_id = i.id",
-       "i.session_id", {{"candidate_id", "candidates"}}, {}},
+       "i.session_id",
+       {{"candidate_id", "candidates"}},
+       {}},
       {"test_cases",
        "test_cases x JOIN candidates c ON x.candidate_id = c.id JOIN iterations i ON "
        "c.iteration_id = i.id",
-       "i.session_id", {{"candidate_id", "candidates"}}, {}},
+       "i.session_id",
+       {{"candidate_id", "candidates"}},
+       {}},
       {"benchmark_samples",
        "benchmark_samples x JOIN candidates c ON x.candidate_id = c.id JOIN iterations i ON "
        "c.iteration_id = i.id",
-       "i.session_id", {{"candidate_id", "candidates"}}, {}},
+       "i.session_id",
+       {{"candidate_id", "candidates"}},
+       {}},
       {"telemetry",
        "telemetry x JOIN candidates c ON x.candidate_id = c.id JOIN iterations i ON "
        "c.iteration_id = i.id",
-       "i.session_id", {{"candidate_id", "candidates"}}, {}},
-      {"holdout_commitments", "holdout_commitments x", "x.session_id", {}, {"session_id"}},
-      {"holdout_runs", "holdout_runs x JOIN holdout_commitments h ON x.commitment_id = h.id",
-       "h.session_id", {{"commitment_id", "holdout_commitments"}, {"candidate_id", "candidates"}},
+       "i.session_id",
+       {{"candidate_id", "candidates"}},
        {}},
-      {"promotion_decisions", "promotion_decisions x", "x.session_id",
-       {{"candidate_id", "candidates"}}, {"session_id"}},
+      {"holdout_commitments", "holdout_commitments x", "x.session_id", {}, {"session_id"}},
+      {"holdout_runs",
+       "holdout_runs x JOIN holdout_commitments h ON x.commitment_id = h.id",
+       "h.session_id",
+       {{"commitment_id", "holdout_commitments"}, {"candidate_id", "candidates"}},
+       {}},
+      {"promotion_decisions",
+       "promotion_decisions x",
+       "x.session_id",
+       {{"candidate_id", "candidates"}},
+       {"session_id"}},
       {"receipts", "receipts x", "x.session_id", {}, {"session_id"}},
   };
   return d;
@@ -139,8 +167,8 @@ std::string row_sha256(Db& db, std::string_view table, std::int64_t rowid,
     if (name == "id" || st.type(c) == SQLITE_NULL) continue;
     if (std::find(d.skip.begin(), d.skip.end(), name) != d.skip.end()) continue;
     std::string value;
-    const auto fk = std::find_if(d.fks.begin(), d.fks.end(),
-                                 [&](const auto& f) { return f.first == name; });
+    const auto fk =
+        std::find_if(d.fks.begin(), d.fks.end(), [&](const auto& f) { return f.first == name; });
     if (fk != d.fks.end()) {
       const auto origin = origin_of(db, session_id, fk->second, st.int64(c));
       value = origin ? fmt::format("@{}", *origin) : fmt::format("#{}", st.int64(c));
@@ -173,8 +201,8 @@ void chain_row(Db& db, std::string_view table, std::int64_t rowid, LinkKind kind
   const TableDef& d = def_of(table);
   const auto session = session_of(db, d, rowid);
   if (!session)
-    throw StoreError(fmt::format("store: cannot chain row {} of {}: it belongs to no session",
-                                 rowid, table));
+    throw StoreError(
+        fmt::format("store: cannot chain row {} of {}: it belongs to no session", rowid, table));
   std::int64_t seq = 1;
   std::string prev;
   {
@@ -194,7 +222,9 @@ void chain_row(Db& db, std::string_view table, std::int64_t rowid, LinkKind kind
   Stmt ins = db.prepare("INSERT INTO row_chain (session_id, seq, tbl, row_id, origin_seq, kind, "
                         "row_sha256, link_sha256) VALUES (?,?,?,?,?,?,?,?)");
   ins.bind(1, *session).bind(2, seq).bind(3, table).bind(4, rowid).bind(5, origin);
-  ins.bind(6, kind_name(kind)).bind(7, row).bind(8, link_sha256(prev, seq, table, origin, kind, row));
+  ins.bind(6, kind_name(kind))
+      .bind(7, row)
+      .bind(8, link_sha256(prev, seq, table, origin, kind, row));
   ins.run();
 }
 
@@ -247,9 +277,9 @@ void check_receipts(Db& db, const BlobStore& blobs, std::int64_t session,
     const std::string sha = st.text(1);
     if (blobs.check(sha) != BlobState::kOk) continue; // reported by the blob check
     const auto receipt = nlohmann::json::parse(blobs.get(sha), nullptr, false);
-    const auto head = receipt.is_object() ? receipt.value("/payload/row_chain"_json_pointer,
-                                                          nlohmann::json())
-                                          : nlohmann::json();
+    const auto head = receipt.is_object()
+                          ? receipt.value("/payload/row_chain"_json_pointer, nlohmann::json())
+                          : nlohmann::json();
     if (!head.is_object()) continue; // a receipt of an unchained session (says so itself)
     const auto n = head.value("links", std::int64_t{0});
     const auto h = head.value("head_sha256", std::string());

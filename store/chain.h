@@ -50,11 +50,11 @@ std::optional<ChainHead> chain_head(Db& db, std::int64_t session_id); // nullopt
 
 // Result of checking every session's chain (part of `kloop store verify`).
 struct ChainReport {
-  int chained = 0;                        // sessions whose chain starts at their creation
-  int partially_chained = 0;              // pre-chain sessions resumed later
-  std::vector<std::int64_t> unchained;    // sessions recorded before chaining (no links)
-  std::int64_t links = 0;                 // links checked
-  std::vector<std::string> problems;      // one line per finding: session, table, row, what
+  int chained = 0;                     // sessions whose chain starts at their creation
+  int partially_chained = 0;           // pre-chain sessions resumed later
+  std::vector<std::int64_t> unchained; // sessions recorded before chaining (no links)
+  std::int64_t links = 0;              // links checked
+  std::vector<std::string> problems;   // one line per finding: session, table, row, what
   bool ok() const { return problems.empty(); }
 };
 
@@ -65,8 +65,7 @@ struct ChainReport {
 ChainReport verify_chains(Db& db, const BlobStore& blobs);
 
 // Hash of one row as the chain records it (exposed for tests and merge): "" when absent.
-std::string row_sha256(Db& db, std::string_view table, std::int64_t rowid,
-                       std::int64_t session_id);
+std::string row_sha256(Db& db, std::string_view table, std::int64_t rowid, std::int64_t session_id);
 
 // The session's identity across stores: sessions.uid, or for a session recorded before uids (a
 // pre-chain store) "legacy-" + 32 hex of a hash of its immutable fields (operator, contract,

@@ -60,7 +60,8 @@ SessionFacts facts_of(const SessionDetail& d) {
   f.seed = s.seed;
   if (d.promotion) f.decision = d.promotion->decision;
   if (f.decision == Decision::kPromoted)
-    if (const CandidateDetail* best = d.best_candidate()) f.promoted_speedup = best->candidate.speedup;
+    if (const CandidateDetail* best = d.best_candidate())
+      f.promoted_speedup = best->candidate.speedup;
   const json price = sweep.is_object() ? sweep.value("price_usd_per_mtok", json()) : json();
   const bool priced = price.is_object() && price.value("input", json()).is_number() &&
                       price.value("output", json()).is_number();
@@ -187,8 +188,7 @@ std::optional<std::pair<double, double>> wilson_interval(int k, int n) {
   return std::pair{std::max(0.0, center - half), std::min(1.0, center + half)};
 }
 
-std::optional<GeomeanEstimate> geomean_bootstrap(const std::vector<double>& values,
-                                                 int resamples) {
+std::optional<GeomeanEstimate> geomean_bootstrap(const std::vector<double>& values, int resamples) {
   if (values.empty()) return std::nullopt;
   std::vector<double> logs;
   for (double v : values)
@@ -271,9 +271,8 @@ std::string num(const json& v, const char* f) {
 }
 
 std::string interval(const json& v, const char* f) {
-  return v.is_array() && v.size() == 2
-             ? fmt::format("[{}, {}]", num(v[0], f), num(v[1], f))
-             : std::string("[-]");
+  return v.is_array() && v.size() == 2 ? fmt::format("[{}, {}]", num(v[0], f), num(v[1], f))
+                                       : std::string("[-]");
 }
 
 std::string table(const json& gens) {
@@ -301,13 +300,14 @@ std::string table(const json& gens) {
 } // namespace
 
 std::string format_generator_comparison(const json& cmp) {
-  std::string out = fmt::format("generator comparison over {} sessions{} (95 % intervals)\n",
-                                cmp["sessions"].get<std::int64_t>(),
-                                cmp["operator"].is_null()
-                                    ? std::string()
-                                    : ", operator " + cmp["operator"].get<std::string>());
+  std::string out =
+      fmt::format("generator comparison over {} sessions{} (95 % intervals)\n",
+                  cmp["sessions"].get<std::int64_t>(),
+                  cmp["operator"].is_null() ? std::string()
+                                            : ", operator " + cmp["operator"].get<std::string>());
   for (const auto& op : cmp["per_operator"])
-    out += fmt::format("operator {}\n", op["operator"].get<std::string>()) + table(op["generators"]);
+    out +=
+        fmt::format("operator {}\n", op["operator"].get<std::string>()) + table(op["generators"]);
   out += "overall\n" + table(cmp["overall"]);
   for (const auto& p : cmp["paired_speedup"])
     out += fmt::format("paired speed-up {} / {} ({}): {} over {} (operator, seed) pairs where both "
@@ -373,8 +373,9 @@ std::string false_start_plot(const json& gens) {
   if (classes.empty())
     return "<p class=\"missing\" id=\"false-starts-missing\">no rejected candidate</p>\n";
   const std::vector<std::string> cls(classes.begin(), classes.end());
-  std::string s = fmt::format("<svg id=\"false-starts\" width=\"640\" height=\"{}\" role=\"img\">\n",
-                              40 + 28 * gens.size() + 16 * cls.size());
+  std::string s =
+      fmt::format("<svg id=\"false-starts\" width=\"640\" height=\"{}\" role=\"img\">\n",
+                  40 + 28 * gens.size() + 16 * cls.size());
   int r = 0;
   for (const auto& g : gens) {
     const int y = 10 + 28 * r++;

@@ -209,8 +209,8 @@ MergeReport Store::merge_from(const std::string& source_dir) {
   std::error_code ec;
   rep.source = fs::weakly_canonical(source_dir, ec).string();
   if (rep.source == fs::weakly_canonical(dir_, ec).string())
-    throw StoreError(fmt::format("store merge: {} is the output store itself; give other stores",
-                                 source_dir));
+    throw StoreError(
+        fmt::format("store merge: {} is the output store itself; give other stores", source_dir));
   Db src = open_source(source_dir);
   check_layout(src, db_, src.label());
   BlobStore src_blobs(source_dir + "/blobs");
@@ -258,8 +258,8 @@ MergeReport Store::merge_from(const std::string& source_dir) {
                               a->links, b->links);
         rep.skipped.push_back(line);
       } else if (status == static_cast<int>(SessionStatus::kRunning)) {
-        rep.skipped.push_back(fmt::format(
-            "session {}: still running; merge again when it has ended", id));
+        rep.skipped.push_back(
+            fmt::format("session {}: still running; merge again when it has ended", id));
       } else {
         todo.push_back(id);
       }
@@ -288,9 +288,8 @@ MergeReport Store::merge_from(const std::string& source_dir) {
     for (std::int64_t sid : todo) {
       IdMap ids;
       const std::int64_t new_sid = copy_session(src, db_, sid, ids);
-      nlohmann::json origin = {{"store", rep.source},
-                               {"session_id", sid},
-                               {"uid", session_uid(src, sid)}};
+      nlohmann::json origin = {
+          {"store", rep.source}, {"session_id", sid}, {"uid", session_uid(src, sid)}};
       if (const auto head = store::chain_head(src, sid))
         origin["chain_head"] = {{"links", head->links}, {"sha256", head->sha256}};
       if (columns(src, "session_origins").count("origin_json")) {

@@ -88,19 +88,17 @@ struct VerifyReport {
   std::vector<std::string> missing, altered; // SHA-256s
   std::string integrity;                     // "ok" or SQLite's integrity_check lines
   ChainReport chains;                        // the row chains (store/chain.h)
-  bool ok() const {
-    return missing.empty() && altered.empty() && integrity == "ok" && chains.ok();
-  }
+  bool ok() const { return missing.empty() && altered.empty() && integrity == "ok" && chains.ok(); }
 };
 
 // Result of merging one source store into this one (Store::merge_from).
 struct MergeReport {
   std::string source;
   std::vector<std::pair<std::int64_t, std::int64_t>> merged; // (source id, new id)
-  std::vector<std::string> skipped;      // one line per session not merged, with the reason
-  std::int64_t blobs_copied = 0;         // new blob files written here
-  std::int64_t blobs_present = 0;        // already here (deduplicated by hash)
-  int holdout_files = 0;                 // sealed or retired suites copied, as they were
+  std::vector<std::string> skipped; // one line per session not merged, with the reason
+  std::int64_t blobs_copied = 0;    // new blob files written here
+  std::int64_t blobs_present = 0;   // already here (deduplicated by hash)
+  int holdout_files = 0;            // sealed or retired suites copied, as they were
 };
 
 class Store {

@@ -43,7 +43,8 @@ void write_atomic(const fs::path& p, const std::string& text) {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!(out << text) || !out.flush())
-      throw SpecError(fmt::format("sweep: cannot write {} (disk full or read-only?)", tmp.string()));
+      throw SpecError(
+          fmt::format("sweep: cannot write {} (disk full or read-only?)", tmp.string()));
   }
   fs::rename(tmp, p);
 }
@@ -148,8 +149,8 @@ SweepDir SweepDir::create(const std::string& dir, const Spec& spec) {
   std::error_code ec;
   fs::create_directories(fs::path(dir) / "tasks", ec);
   if (ec)
-    throw SpecError(fmt::format("sweep: cannot create {} ({}); give a writable --dir", dir,
-                                ec.message()));
+    throw SpecError(
+        fmt::format("sweep: cannot create {} ({}); give a writable --dir", dir, ec.message()));
   json doc = plan_doc;
   doc["backend"] = "";
   write_atomic(file, doc.dump(2) + "\n");
@@ -247,8 +248,7 @@ int run_task(const SweepDir& dir, int index, const std::string& kloop_exe) {
   std::optional<std::int64_t> resume;
   if (attempt > 0) {
     const auto s = attempt_session(dir.attempt_dir(t, attempt) + "/store", true);
-    if (s && s->second == "interrupted")
-      resume = s->first;
+    if (s && s->second == "interrupted") resume = s->first;
   }
   if (!resume) ++attempt;
   const fs::path adir = dir.attempt_dir(t, attempt);
@@ -263,9 +263,8 @@ int run_task(const SweepDir& dir, int index, const std::string& kloop_exe) {
   o.env = current_environment();
   o.deadline = std::chrono::hours(24 * 7); // the scheduler's time limit is the real bound
   o.output_cap = 16u << 20;
-  const auto call = evaluator::run_subprocess(optimize_argv(dir.spec(), t, kloop_exe, store_dir,
-                                                            resume),
-                                              o);
+  const auto call =
+      evaluator::run_subprocess(optimize_argv(dir.spec(), t, kloop_exe, store_dir, resume), o);
   write_atomic(adir / "stdout.json", call.stdout_text);
   write_atomic(adir / "stderr.log", call.stderr_text);
   json result = {{"task_id", t.id},
@@ -310,8 +309,8 @@ int run_task(const SweepDir& dir, int index, const std::string& kloop_exe) {
                                        {"output", t.generator.usd_per_mtok_output.value_or(0)}};
       st.set_session_param(session->first, "sweep", sweep);
     } catch (const store::StoreError& e) {
-      result["note"] = std::string("could not record the sweep's names on the session: ") +
-                       e.what();
+      result["note"] =
+          std::string("could not record the sweep's names on the session: ") + e.what();
     }
   }
   write_atomic(adir / "result.json", result.dump(2) + "\n");
@@ -345,8 +344,8 @@ std::vector<std::string> local_devices() {
 
 pid_t spawn_task(const SweepDir& dir, int index, const std::string& kloop,
                  const std::string& device) {
-  std::vector<std::string> args{kloop, "sweep", "task", dir.dir(), "--index",
-                                std::to_string(index)};
+  std::vector<std::string> args{kloop,     "sweep",   "task",
+                                dir.dir(), "--index", std::to_string(index)};
   std::vector<char*> argv;
   for (auto& a : args)
     argv.push_back(a.data());
@@ -377,11 +376,9 @@ int run_local(const SweepDir& dir, const std::vector<int>& indices, const std::s
               std::ostream& log) {
   std::vector<std::string> slots = local_devices();
   const bool gpus = !slots.empty();
-  if (!gpus)
-    slots.assign(static_cast<std::size_t>(dir.spec().local_cpu_jobs), std::string());
+  if (!gpus) slots.assign(static_cast<std::size_t>(dir.spec().local_cpu_jobs), std::string());
   log << fmt::format("sweep {}: {} task(s), {} at a time ({})\n", dir.spec().name, indices.size(),
-                     slots.size(),
-                     gpus ? "one per GPU" : "no GPU here: local.cpu_jobs, CPU-only");
+                     slots.size(), gpus ? "one per GPU" : "no GPU here: local.cpu_jobs, CPU-only");
   std::deque<int> queue(indices.begin(), indices.end());
   std::map<pid_t, std::pair<int, std::size_t>> running; // pid -> (index, slot)
   std::vector<bool> busy(slots.size(), false);
@@ -506,9 +503,9 @@ std::vector<TaskStatus> task_status(const SweepDir& dir, Scheduler* scheduler) {
       s.reason = r->value("failure", std::string("ended without a completed session"));
     } else if (js) {
       s.state = TaskState::kFailed;
-      const std::string why = slurm_log_reason(fs::path(dir.dir()) / "slurm" / "logs" /
-                                               fmt::format("task-{}.job-{}.out", t.index,
-                                                           job->second));
+      const std::string why =
+          slurm_log_reason(fs::path(dir.dir()) / "slurm" / "logs" /
+                           fmt::format("task-{}.job-{}.out", t.index, job->second));
       s.reason = fmt::format("slurm: {}{}{}; the task wrote no result", js->state,
                              js->reason.empty() ? "" : " (" + js->reason + ")",
                              why.empty() ? "" : ": " + why);

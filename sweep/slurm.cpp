@@ -35,9 +35,10 @@ evaluator::ToolCall run_tool(const std::string& tool, std::vector<std::string> a
                              bool full_env = false) {
   const std::string exe = on_path(tool);
   if (exe.empty())
-    throw SchedulerError(fmt::format("sweep: `{}` is not on PATH; the slurm backend needs the Slurm "
-                                "client commands (Debian: slurm-client) on this host",
-                                tool));
+    throw SchedulerError(
+        fmt::format("sweep: `{}` is not on PATH; the slurm backend needs the Slurm "
+                    "client commands (Debian: slurm-client) on this host",
+                    tool));
   args.insert(args.begin(), exe);
   evaluator::SubprocessOptions o;
   if (full_env) {
@@ -106,7 +107,7 @@ public:
     const std::string id = out.substr(0, out.find(';')); // "JOBID[;CLUSTER]"
     if (!call.exited_ok() || id.empty() || id.find_first_not_of("0123456789") != std::string::npos)
       throw SchedulerError(fmt::format("sweep: sbatch --parsable {} failed (exit {}): {}", script,
-                                  call.exit_code, trim(call.stderr_text + call.stdout_text)));
+                                       call.exit_code, trim(call.stderr_text + call.stdout_text)));
     return id;
   }
   std::map<int, JobState> query(const std::string& job) override {

@@ -128,8 +128,8 @@ Generator parse_generator(const json& j, const std::string& path, const std::str
     f.fail(f.at("prompt_variant"), fmt::format("is '{}', but kloop has one prompt variant, "
                                                "'default' (prompts/templates); leave it out",
                                                g.prompt_variant));
-  if (g.provider == "offline" && (!g.model.empty() || !g.base_url.empty() ||
-                                  !g.api_key_env.empty()))
+  if (g.provider == "offline" &&
+      (!g.model.empty() || !g.base_url.empty() || !g.api_key_env.empty()))
     f.fail(path, "is an offline generator: it takes no model, base_url or api_key_env");
   if (!g.api_key_env.empty() && !plain_name(g.api_key_env))
     f.fail(f.at("api_key_env"), "must be an environment variable's name (never the key itself)");
@@ -224,8 +224,8 @@ Spec spec_from_json(const json& j, const std::string& where) {
     if (!ops.is_array() || ops.empty())
       f.fail("operators", "must be a non-empty list of operators, or \"all\"");
     for (const auto& o : ops) {
-      if (!o.is_string() || std::find(known.begin(), known.end(), o.get<std::string>()) ==
-                                known.end())
+      if (!o.is_string() ||
+          std::find(known.begin(), known.end(), o.get<std::string>()) == known.end())
         f.fail("operators", fmt::format("names {}, which is not an operator kloop knows ({})",
                                         o.dump(), fmt::format("{}", fmt::join(known, ", "))));
       if (std::find(s.operators.begin(), s.operators.end(), o.get<std::string>()) ==
@@ -237,8 +237,7 @@ Spec spec_from_json(const json& j, const std::string& where) {
     f.fail("generators", "must be a non-empty list of generators");
   std::set<std::string> names;
   for (std::size_t i = 0; i < f.raw("generators").size(); ++i) {
-    Generator g =
-        parse_generator(f.raw("generators")[i], fmt::format("generators[{}]", i), where);
+    Generator g = parse_generator(f.raw("generators")[i], fmt::format("generators[{}]", i), where);
     if (!names.insert(g.name).second)
       f.fail(fmt::format("generators[{}].name", i),
              fmt::format("'{}' names two generators; give each a unique name", g.name));
@@ -293,8 +292,8 @@ Spec parse_spec(const std::string& text, const std::string& path) {
   } else {
     j = json::parse(text, nullptr, false);
     if (j.is_discarded())
-      throw SpecError(fmt::format("sweep file {}: not valid JSON (name a .toml file for TOML)",
-                                  path));
+      throw SpecError(
+          fmt::format("sweep file {}: not valid JSON (name a .toml file for TOML)", path));
   }
   return spec_from_json(j, path);
 }
@@ -319,10 +318,13 @@ std::vector<Task> plan(const Spec& spec) {
         t.generator = g;
         t.seed = seed;
         // What the task runs; the key's variable and the price are not part of it.
-        const json what = {{"operator", op},      {"provider", g.provider},
-                           {"model", g.model},    {"base_url", g.base_url},
+        const json what = {{"operator", op},
+                           {"provider", g.provider},
+                           {"model", g.model},
+                           {"base_url", g.base_url},
                            {"prompt_variant", g.prompt_variant},
-                           {"seed", seed},        {"budget", spec.budget},
+                           {"seed", seed},
+                           {"budget", spec.budget},
                            {"options", options}};
         t.id = fmt::format("{}.{}.s{}-{}", op, g.name, seed,
                            store::sha256_hex(what.dump()).substr(0, 8));

@@ -49,11 +49,11 @@ struct Generator {
 };
 
 struct SlurmOptions {
-  int max_parallel = 4;            // the %M of --array
-  std::string gres = "gpu:1";      // "" leaves --gres out (a cluster without GPUs)
+  int max_parallel = 4;       // the %M of --array
+  std::string gres = "gpu:1"; // "" leaves --gres out (a cluster without GPUs)
   std::string time_limit = "02:00:00";
-  std::string partition, mem;      // "" leaves them out
-  int cpus_per_task = 0;           // 0 leaves it out
+  std::string partition, mem;           // "" leaves them out
+  int cpus_per_task = 0;                // 0 leaves it out
   std::vector<std::string> sbatch_args; // more #SBATCH lines, as given
 };
 
@@ -77,8 +77,8 @@ Spec parse_spec(const std::string& text, const std::string& path);
 Spec spec_from_json(const nlohmann::json& j, const std::string& where);
 
 struct Task {
-  int index = 0;   // position in the plan: the Slurm array index
-  std::string id;  // "<operator>.<generator>.s<seed>-<8 hex>"
+  int index = 0;  // position in the plan: the Slurm array index
+  std::string id; // "<operator>.<generator>.s<seed>-<8 hex>"
   std::string op;
   Generator generator;
   std::int64_t seed = 0;

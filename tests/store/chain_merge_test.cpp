@@ -149,8 +149,10 @@ TEST(ChainTest, AChainRewrittenAfterSigningNoLongerHoldsTheReceiptsHead) {
     sqlite3* db = nullptr;
     sqlite3_open((dir + "/kloop.db").c_str(), &db);
     sqlite3_stmt* s = nullptr;
-    sqlite3_prepare_v2(db, "SELECT tbl, kind, row_id FROM row_chain WHERE session_id = 1 ORDER BY "
-                           "seq", -1, &s, nullptr);
+    sqlite3_prepare_v2(db,
+                       "SELECT tbl, kind, row_id FROM row_chain WHERE session_id = 1 ORDER BY "
+                       "seq",
+                       -1, &s, nullptr);
     while (sqlite3_step(s) == SQLITE_ROW)
       links.push_back({reinterpret_cast<const char*>(sqlite3_column_text(s, 0)),
                        reinterpret_cast<const char*>(sqlite3_column_text(s, 1)),

@@ -86,11 +86,12 @@ public:
     }
     fs::permissions(dir_ / "munge.key", fs::perms::owner_read);
     const std::string d = dir_.string();
-    auto r = run(tool("munged"), {"--key-file=" + d + "/munge.key", "--socket=" + d + "/munge.sock",
-                                  "--pid-file=" + d + "/munged.pid",
-                                  "--log-file=" + d + "/munged.log",
-                                  "--seed-file=" + d + "/munged.seed"});
-    if (!r.exited_ok()) return "munged did not start: " + r.stderr_text + read_file(dir_ / "munged.log");
+    auto r =
+        run(tool("munged"), {"--key-file=" + d + "/munge.key", "--socket=" + d + "/munge.sock",
+                             "--pid-file=" + d + "/munged.pid", "--log-file=" + d + "/munged.log",
+                             "--seed-file=" + d + "/munged.seed"});
+    if (!r.exited_ok())
+      return "munged did not start: " + r.stderr_text + read_file(dir_ / "munged.log");
     munged_ = true;
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
@@ -222,15 +223,13 @@ private:
 };
 
 // Polls `kloop sweep status` until no task is pending or running (at most `limit_s`).
-json wait_for_sweep(const Cluster& c, const std::string& dir, const std::string& key,
-                    int limit_s) {
+json wait_for_sweep(const Cluster& c, const std::string& dir, const std::string& key, int limit_s) {
   json st;
   for (auto end = Clock::now() + std::chrono::seconds(limit_s); Clock::now() < end;) {
     const auto r = c.run(kKloop, {"sweep", "status", dir, "--json"}, key);
     st = json::parse(r.stdout_text, nullptr, false);
     if (st.is_object() && st["counts"].value("pending", 0) == 0 &&
-        st["counts"].value("running", 0) == 0 &&
-        st["counts"].value("missing", 0) == 0)
+        st["counts"].value("running", 0) == 0 && st["counts"].value("missing", 0) == 0)
       return st;
     std::this_thread::sleep_for(std::chrono::seconds(2));
   }
@@ -252,8 +251,9 @@ TEST(SlurmCluster, SweepRunsAsAJobArrayResumesOnlyFailedTasksThenMergesAndCompar
   if (::geteuid() != 0)
     GTEST_SKIP() << "slurmd runs jobs as their user and needs root; run as root (CI does)";
   for (const char* t : {"munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol"})
-    ASSERT_FALSE(tool(t).empty()) << t << " is missing: run scripts/bootstrap.sh (it installs "
-                                       "Debian's slurm-wlm and munge)";
+    ASSERT_FALSE(tool(t).empty()) << t
+                                  << " is missing: run scripts/bootstrap.sh (it installs "
+                                     "Debian's slurm-wlm and munge)";
   const auto t0 = Clock::now();
   const fs::path root = fs::temp_directory_path() / ("kloop-slurm-" + std::to_string(::getpid()));
   fs::remove_all(root);
@@ -262,20 +262,19 @@ TEST(SlurmCluster, SweepRunsAsAJobArrayResumesOnlyFailedTasksThenMergesAndCompar
   const std::string why = cluster.start();
   ASSERT_EQ(why, "");
   FakeOpenAi server;
-  const json spec = {
-      {"name", "ci"},
-      {"operators", "all"},
-      {"seeds", {1, 2}},
-      {"budget", 1},
-      {"generators",
-       {{{"name", "offline"}, {"provider", "offline"}},
-        {{"name", "fake"},
-         {"provider", "openai"},
-         {"model", "fake-model"},
-         {"base_url", server.base_url()},
-         {"api_key_env", "KLOOP_FAKE_KEY"},
-         {"price_usd_per_mtok", {{"input", 1.0}, {"output", 2.0}}}}}},
-      {"slurm", {{"gres", ""}, {"max_parallel", 2}, {"time_limit", "15"}}}};
+  const json spec = {{"name", "ci"},
+                     {"operators", "all"},
+                     {"seeds", {1, 2}},
+                     {"budget", 1},
+                     {"generators",
+                      {{{"name", "offline"}, {"provider", "offline"}},
+                       {{"name", "fake"},
+                        {"provider", "openai"},
+                        {"model", "fake-model"},
+                        {"base_url", server.base_url()},
+                        {"api_key_env", "KLOOP_FAKE_KEY"},
+                        {"price_usd_per_mtok", {{"input", 1.0}, {"output", 2.0}}}}}},
+                     {"slurm", {{"gres", ""}, {"max_parallel", 2}, {"time_limit", "15"}}}};
   const fs::path file = root / "sweep.json";
   std::ofstream(file) << spec.dump(2);
   const std::string dir = (root / "sweep").string();
