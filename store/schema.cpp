@@ -136,10 +136,9 @@ void migrate(Db& db, bool writable) {
                     "file): nothing is stored there yet; point --store at a store "
                     "that `kloop optimize` wrote, or remove the empty file",
                     db.label()));
-  if (!writable)
-    throw StoreError(fmt::format("store: {} has schema version {} and needs migrating to {}, but "
-                                 "the store is read-only; open it writable once",
-                                 db.label(), version, schema_version()));
+  // A store of an older schema is read as it is: every reader works on the oldest layout (row
+  // chains and session uids are absent there, and reported so), and a read never changes it.
+  if (!writable) return;
   for (; version < schema_version(); ++version) {
     Transaction txn(db);
     db.exec(kMigrations[static_cast<std::size_t>(version)]);

@@ -53,14 +53,18 @@ struct SessionDetail {
   std::vector<HoldoutRunRecord> holdout_runs;
   std::optional<PromotionRecord> promotion; // the latest decision
   std::vector<ReceiptRecord> receipts;
-  std::optional<ChainHead> chain_head; // its row chain's head when loaded; nullopt: unchained
+  std::optional<ChainHead> chain_head;  // its row chain's head when loaded; nullopt: unchained
+  std::vector<std::string> chain_links; // every link's hash, in order (store/chain.h)
+  // Whether link `links` (1-based) of the chain is `sha256`: a head recorded earlier (a receipt's)
+  // that the chain still holds, rows added since only extending it.
+  bool chain_holds(std::int64_t links, const std::string& sha256) const;
   const CandidateDetail* find_candidate(std::int64_t id) const; // nullptr when absent
   // The holdout commitment with row id `id`; nullptr when absent.
   const HoldoutCommitmentRecord* find_commitment(std::int64_t id) const;
   const CandidateDetail* best_candidate() const; // promoted one, else best passing speed-up
   std::int64_t tokens() const;                   // prompt + completion tokens of all responses
   double wall_ms() const;                        // sum of iteration wall times
-  nlohmann::json to_json() const;                // everything, for `kloop show --json`
+  nlohmann::json to_json() const; // everything (and the chain head), for `kloop show --json`
 };
 
 // One row of `kloop sessions`.

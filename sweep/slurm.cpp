@@ -144,9 +144,16 @@ std::string slurm_script(const SweepDir& dir, const std::vector<int>& indices,
   require_plain_path(dir.dir(), "sweep folder");
   require_plain_path(kloop_exe, "kloop executable");
   const auto& s = dir.spec().slurm;
+  // Runs of consecutive indices as ranges: 0-3,5,7-8.
   std::string list;
-  for (int i : indices)
-    list += (list.empty() ? "" : ",") + std::to_string(i);
+  for (std::size_t k = 0; k < indices.size();) {
+    std::size_t e = k;
+    while (e + 1 < indices.size() && indices[e + 1] == indices[e] + 1)
+      ++e;
+    list += (list.empty() ? "" : ",") + std::to_string(indices[k]) +
+            (e > k ? "-" + std::to_string(indices[e]) : std::string());
+    k = e + 1;
+  }
   std::string h = "#!/bin/bash\n";
   h += fmt::format("# kloop sweep {}: {} task(s) of {}/sweep.json, one per array index.\n",
                    dir.spec().name, indices.size(), dir.dir());

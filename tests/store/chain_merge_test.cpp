@@ -178,7 +178,16 @@ TEST(ChainTest, APreChainStoreMigratesOpensShowsAndIsReportedUnchained) {
   const std::string dir = store_with_session(t, "old");
   make_pre_chain(dir);
   ASSERT_EQ(scalar(dir, "PRAGMA user_version"), 1);
-  Store st = Store::open(dir); // migrates
+  {
+    Store ro = Store::open(dir, OpenMode::kReadOnly); // read as it is: show, replay, verify
+    EXPECT_EQ(ro.load_session(1).iterations.size(), 2u);
+    EXPECT_EQ(ro.list_sessions().size(), 1u);
+    const auto rep = ro.verify();
+    EXPECT_TRUE(rep.ok()) << joined(rep.chains.problems);
+    EXPECT_EQ(rep.chains.unchained, std::vector<std::int64_t>{1});
+  }
+  EXPECT_EQ(scalar(dir, "PRAGMA user_version"), 1); // a read changes nothing
+  Store st = Store::open(dir);                      // migrates
   EXPECT_EQ(scalar(dir, "PRAGMA user_version"), schema_version());
   const auto d = st.load_session(1);
   EXPECT_EQ(d.iterations.size(), 2u);

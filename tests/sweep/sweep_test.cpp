@@ -137,7 +137,8 @@ TEST(SweepSlurm, TheArrayScriptThrottlesAsksForAGpuAndHoldsNoKey) {
   ::setenv("KLOOP_SWEEP_TEST_KEY", "sk-test-SECRET-value", 1);
   const auto dir = SweepDir::create(d.string(), parse_spec(j.dump(), "s.json"));
   const std::string s = slurm_script(dir, {0, 2, 3}, "/opt/kloop/bin/kloop");
-  EXPECT_NE(s.find("#SBATCH --array=0,2,3%3\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("#SBATCH --array=0,2-3%3\n"), std::string::npos) << s;
+  EXPECT_NE(slurm_script(dir, {0, 1, 2, 3}, "/k").find("--array=0-3%3\n"), std::string::npos);
   EXPECT_NE(s.find("#SBATCH --gres=gpu:1\n"), std::string::npos) << s;
   EXPECT_NE(s.find("#SBATCH --time=00:30:00\n"), std::string::npos) << s;
   EXPECT_NE(s.find("#SBATCH --partition=gpu\n"), std::string::npos) << s;
@@ -208,7 +209,7 @@ TEST(SweepResume, OnlyFailedAndMissingTasksAreSubmittedAgain) {
   const auto again = to_rerun(st);
   ASSERT_EQ(again, (std::vector<int>{2, 3}));
   EXPECT_EQ(submit_slurm(dir, fake, again, kKloop), "102");
-  EXPECT_NE(read(fake.scripts.back()).find("#SBATCH --array=2,3%4"), std::string::npos);
+  EXPECT_NE(read(fake.scripts.back()).find("#SBATCH --array=2-3%4"), std::string::npos);
   // The new job holds them now: pending, not resubmitted by another resume.
   fake.states["102"] = {{2, {"PENDING", ""}}, {3, {"PENDING", ""}}};
   EXPECT_TRUE(to_rerun(task_status(dir, &fake)).empty());
