@@ -29,6 +29,7 @@ if [ "${1:-}" != "--remote" ]; then
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"
   cp "$build/bin/kloop-gpu-worker" "$build/bin/kloop" "$build/bin/kloop-build-worker" "$bundle/bin/"
+  cp -r "$build/share" "$bundle/share" # kloop's data (baselines, prompts, contracts) beside bin/
   for t in $tests; do cp "$build/bin/$t" "$bundle/bin/"; done
   echo "$tests" | tr ' ' '\n' >"$bundle/tests.txt"
   cp -r "$build/corpus" "$bundle/corpus"
