@@ -119,6 +119,12 @@ json signed_receipt(const store::Store& st, const store::SessionDetail& d, const
       continue;
     json signed_payload = receipt["payload"];
     signed_payload["approval_identity"] = payload.value("approval_identity", json());
+    // Rows recorded after signing (the receipt's own row, the run's resources) extend the row
+    // chain: the receipt still covers the store while the chain holds its signed head.
+    const json head = signed_payload.value("row_chain", json());
+    if (head.is_object() &&
+        d.chain_holds(head.value("links", std::int64_t{0}), head.value("head_sha256", "")))
+      signed_payload["row_chain"] = payload.value("row_chain", json());
     if (signed_payload == payload) return receipt;
   }
   if (!d.receipts.empty() && note.empty())

@@ -18,6 +18,7 @@
 
 #include "app/commands.h"
 #include "evaluator/candidate.h"
+#include "evaluator/subprocess.h"
 #include "mutation/operators.h"
 #include "mutation/runner.h"
 #include "mutation/store_report.h"
@@ -43,10 +44,9 @@ std::vector<std::string> split_csv(const std::string& text) {
   return out;
 }
 
+// The in-tree baseline as installed next to kloop (evaluator::data_path; InfraError when absent).
 std::string default_baseline_dir() {
-  const std::string local = "kernels/rmsnorm/baseline"; // a carried checkout (device machine)
-  if (std::filesystem::exists(local + "/kernel.cu")) return local;
-  return std::string(KLOOP_SOURCE_DIR) + "/kernels/rmsnorm/baseline";
+  return evaluator::data_path("kernels/rmsnorm/baseline");
 }
 
 int usage(const std::string& message) {

@@ -20,6 +20,7 @@
 #include "app/show_resources.h"
 #include "store/compare.h"
 #include "store/error.h"
+#include "store/generator_compare.h"
 #include "store/html_report.h"
 #include "store/receipt.h"
 #include "store/replay.h"
@@ -137,9 +138,10 @@ void invalid_utf8_paths(const nlohmann::json& j, const std::string& path,
 void note_invalid_utf8(const std::string& what, const std::vector<std::string>& where) {
   std::fprintf(stderr,
                "%s: note: stored text that is not valid UTF-8 (an edited or damaged row) at %s; "
-               "printed with U+FFFD in place of the invalid bytes. Database rows carry no hash: "
-               "compare with a copy you trust, and run `kloop store verify` to check the blobs "
-               "and the database structure\n",
+               "printed with U+FFFD in place of the invalid bytes. Run `kloop store verify`: it "
+               "checks the blobs, the database structure and each session's row chain (an edited "
+               "row of a session recorded before row chaining goes unnoticed: compare with a copy "
+               "you trust)\n",
                what.c_str(),
                where.empty() ? "an unnamed field"
                              : fmt::format("{}", fmt::join(where, ", ")).c_str());
@@ -376,12 +378,11 @@ int cmd_verify(const Opts& o) {
   for (const auto& a : rep.altered)
     print(fmt::format("altered blob {}\n", a));
   if (rep.integrity != "ok") print(fmt::format("database integrity_check: {}\n", rep.integrity));
-  // Blobs are content-addressed, so they are re-hashed; database rows carry no hash, so only
-  // SQLite's structural check speaks for them (an edited value passes it).
+  print(verify_chain_text(rep.chains));
   print(fmt::format("{}: {} blobs checked, {} missing, {} altered, database structure {} (SQLite "
-                    "integrity_check; row values are not hashed)\n",
+                    "integrity_check), row chains {}\n",
                     st.dir(), rep.blobs_checked, rep.missing.size(), rep.altered.size(),
-                    rep.integrity == "ok" ? "ok" : "damaged"));
+                    rep.integrity == "ok" ? "ok" : "damaged", rep.chains.ok() ? "ok" : "BROKEN"));
   return rep.ok() ? kExitOk : kExitCouldNotFinish; // a damaged store (README exit codes)
 }
 
@@ -447,11 +448,31 @@ void register_store_commands(CLI::App& app, int& exit_code) {
   show->add_flag("--json", o->json, "Print JSON");
   show->callback([o] { cmd_show(*o); });
 
-  auto* compare = app.add_subcommand("compare", "Compare sessions grouped by provider/model");
+  auto* compare = app.add_subcommand(
+      "compare", "Compare sessions grouped by provider/model, or generators (--by generator)");
   add_store_flag(compare, *o);
-  compare->add_option("IDS", o->ids, "Session ids")->required()->check(session_id_check());
+  compare->add_option("IDS", o->ids, "Session ids")->check(session_id_check());
   compare->add_flag("--json", o->json, "Print JSON");
-  compare->callback([o] {
+  auto by = std::make_shared<GeneratorCompareArgs>();
+  add_generator_compare_flags(compare, *by);
+  compare->callback([o, by] {
+    if (!by->by.empty()) {
+      if (!o->ids.empty())
+        throw UsageError("compare --by generator compares every optimize session of the store; "
+                         "leave out the session ids (or drop --by to compare those sessions)");
+      if (!by->html.empty()) check_output_path(by->html, "--html");
+      const nlohmann::json cmp = generator_comparison(o->dir, *by);
+      if (!by->html.empty()) {
+        std::ofstream out = open_output(by->html, "--html");
+        write_output(out, store::render_generator_comparison_html(cmp), by->html);
+      }
+      print(o->json ? dump_store_json(cmp, "kloop compare --by generator") + "\n"
+                    : store::format_generator_comparison(cmp));
+      if (!by->html.empty() && !o->json) print(fmt::format("wrote {}\n", by->html));
+      return;
+    }
+    if (o->ids.empty())
+      throw UsageError("compare needs session ids (kloop compare ID...) or --by generator");
     Store st = Store::open(o->dir, store::OpenMode::kReadOnly);
     const auto cmp = store::compare_sessions(st, o->ids);
     print(o->json ? dump_store_json(cmp, "kloop compare") + "\n" : store::format_compare(cmp));
@@ -478,9 +499,11 @@ void register_store_commands(CLI::App& app, int& exit_code) {
 
   auto* storecmd = app.add_subcommand("store", "Store maintenance");
   storecmd->require_subcommand(1);
-  auto* verify = storecmd->add_subcommand("verify", "Re-hash every blob; exit 3 on damage");
+  auto* verify = storecmd->add_subcommand(
+      "verify", "Re-hash every blob, check every session's row chain; exit 3 on damage");
   add_store_flag(verify, *o);
   verify->callback([o, ec] { *ec = cmd_verify(*o); });
+  register_store_merge(storecmd, exit_code); // cmd_merge.cpp
 
   auto* keys = app.add_subcommand("keys", "Signing keys");
   keys->require_subcommand(1);

@@ -16,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "store/chain.h"
 #include "store/error.h"
 
 namespace kloop::app {
@@ -141,6 +142,22 @@ void register_store_commands(CLI::App& app, int& exit_code);   // cmd_store.cpp:
                                                                // keys, receipt
 
 void register_export_commands(CLI::App& app, int& exit_code); // cmd_export.cpp: export, shadow
+
+// cmd_merge.cpp: `kloop store merge OUT STORE...` under the `store` subcommand.
+void register_store_merge(CLI::App* store_cmd, int& exit_code);
+// cmd_merge.cpp: `kloop compare --by generator [--operator OP] [--html FILE]`.
+struct GeneratorCompareArgs {
+  std::string by, op, html;
+};
+void add_generator_compare_flags(CLI::App* compare, GeneratorCompareArgs& args);
+// The comparison (store/generator_compare.h) of the store at `store_dir`; UsageError for a --by
+// other than "generator".
+nlohmann::json generator_comparison(const std::string& store_dir, const GeneratorCompareArgs& args);
+// cmd_merge.cpp: the row-chain lines of `kloop store verify` (store/chain.h).
+std::string verify_chain_text(const store::ChainReport& chains);
+
+void register_sweep_commands(CLI::App& app, int& exit_code);   // cmd_sweep.cpp
+void register_contract_command(CLI::App& app, int& exit_code); // cmd_contract.cpp
 
 // Registers the evaluator that `kloop replay` re-runs stored candidates through (replay_hook.cpp).
 void register_replay_evaluator();

@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   kloop::app::register_checker_coverage(app, exit_code);
   kloop::app::register_store_commands(app, exit_code);
   kloop::app::register_export_commands(app, exit_code);
+  kloop::app::register_sweep_commands(app, exit_code);
+  kloop::app::register_contract_command(app, exit_code);
   kloop::app::register_replay_evaluator();
   try {
     app.parse(argc, argv);

@@ -257,6 +257,10 @@ std::string holdout(const SessionDetail& d) {
 
 } // namespace
 
+std::string html_escape(std::string_view raw) {
+  return esc(raw);
+}
+
 std::string render_html_report(const SessionDetail& d) {
   const auto& s = d.session;
   std::string h = fmt::format(

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace kloop::store {
 
@@ -15,5 +16,8 @@ struct SessionDetail;
 // The page for `d`. SVG ids: "timeline", "gates", "roofline", "speedup", "stalls"; a chart with no
 // data is a <p class="missing" id="<id>-missing"> instead.
 std::string render_html_report(const SessionDetail& d);
+
+// `raw` escaped for HTML text and attribute values (<, >, &, "), invalid UTF-8 replaced by U+FFFD.
+std::string html_escape(std::string_view raw);
 
 } // namespace kloop::store

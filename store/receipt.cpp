@@ -240,6 +240,12 @@ json build_receipt_payload(const SessionDetail& d, const json& manifest,
                              {"sha256", b.samples_sha256}});
   const json memory = memory_report(c);
   const json rollout = field_or_null(prom_ev, "rollout");
+  // The session's row chain head when the payload was built (store/chain.h): `store verify`
+  // finds a chain rewritten after signing because it no longer holds this link.
+  const json row_chain =
+      d.chain_head ? json{{"links", d.chain_head->links}, {"head_sha256", d.chain_head->sha256}}
+                   : json("not_chained: the session was recorded before kloop chained its rows, "
+                          "so its rows carry no hash");
 
   return {
       {"operator", str_or_null(d.session.operator_name)},
@@ -275,6 +281,7 @@ json build_receipt_payload(const SessionDetail& d, const json& manifest,
         {"raw_samples_uri_and_sha256", raw_samples.empty() ? json(nullptr) : raw_samples},
         {"status", gate_status(c, "benchmark")}}},
       {"holdout", holdout_section(d, c)},
+      {"row_chain", row_chain},
       {"memory",
        {{"live_reserved_workspace_and_cache_report", memory.is_null() ? json(nullptr) : memory}}},
       {"rollout",

@@ -85,7 +85,25 @@ CREATE INDEX test_cases_candidate ON test_cases(candidate_id);
 CREATE INDEX artifacts_candidate ON artifacts(candidate_id);
 )sql";
 
-constexpr std::array<std::string_view, 1> kMigrations = {kV1};
+// Migration: tamper-evident rows (store/chain.h): each session's row_chain (link `seq` commits to
+// link seq-1; row_id is the local rowid, renumbered by `kloop store merge` and not hashed), a
+// random uid per session (its identity across stores; NULL for sessions recorded before), and
+// session_origins: where `kloop store merge` took a session from.
+constexpr std::string_view kRowChain = R"sql(
+ALTER TABLE sessions ADD COLUMN uid TEXT;
+CREATE UNIQUE INDEX sessions_uid ON sessions(uid);
+CREATE TABLE row_chain (
+  session_id INTEGER NOT NULL REFERENCES sessions(id), seq INTEGER NOT NULL, tbl TEXT NOT NULL,
+  row_id INTEGER NOT NULL, origin_seq INTEGER NOT NULL, kind TEXT NOT NULL,
+  row_sha256 TEXT NOT NULL, link_sha256 TEXT NOT NULL, PRIMARY KEY (session_id, seq))
+  WITHOUT ROWID;
+CREATE INDEX row_chain_row ON row_chain(session_id, tbl, row_id);
+CREATE TABLE session_origins (
+  session_id INTEGER PRIMARY KEY REFERENCES sessions(id), origin_json TEXT NOT NULL,
+  merged_at TEXT NOT NULL);
+)sql";
+
+constexpr std::array<std::string_view, 2> kMigrations = {kV1, kRowChain};
 
 } // namespace
 
@@ -118,10 +136,9 @@ void migrate(Db& db, bool writable) {
                     "file): nothing is stored there yet; point --store at a store "
                     "that `kloop optimize` wrote, or remove the empty file",
                     db.label()));
-  if (!writable)
-    throw StoreError(fmt::format("store: {} has schema version {} and needs migrating to {}, but "
-                                 "the store is read-only; open it writable once",
-                                 db.label(), version, schema_version()));
+  // A store of an older schema is read as it is: every reader works on the oldest layout (row
+  // chains and session uids are absent there, and reported so), and a read never changes it.
+  if (!writable) return;
   for (; version < schema_version(); ++version) {
     Transaction txn(db);
     db.exec(kMigrations[static_cast<std::size_t>(version)]);

@@ -148,6 +148,27 @@ std::optional<std::string> Stmt::opt_text(int col) const {
   return text(col);
 }
 
+int Stmt::column_count() const {
+  return sqlite3_column_count(stmt_);
+}
+std::string Stmt::column_name(int col) const {
+  const char* n = sqlite3_column_name(stmt_, col);
+  return n ? n : "";
+}
+int Stmt::type(int col) const {
+  return sqlite3_column_type(stmt_, col);
+}
+std::string Stmt::bytes(int col) const {
+  const auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, col));
+  return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)))
+           : std::string();
+}
+Stmt& Stmt::bind_column(int i, const Stmt& from, int col) {
+  const int rc = sqlite3_bind_value(stmt_, i, sqlite3_column_value(from.stmt_, col));
+  if (rc != SQLITE_OK) db_->fail(rc, "bind");
+  return *this;
+}
+
 Transaction::Transaction(Db& db) : db_(&db) {
   db_->exec("BEGIN IMMEDIATE");
 }

@@ -1,6 +1,7 @@
 // Store: opening, session lifecycle and the Step writer. Reads are in store_read.cpp.
 #include "store/store.h"
 
+#include <sodium.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 
 #include <fmt/core.h>
 
+#include "store/chain.h"
 #include "store/error.h"
 #include "store/schema.h"
 
@@ -42,6 +44,16 @@ bool pid_alive(std::int64_t pid) {
 
 std::string opt_sha(const std::string& s) {
   return s;
+}
+
+// A random 128-bit session uid (hex): the session's identity across stores (store merge).
+std::string new_session_uid() {
+  if (sodium_init() < 0) throw StoreError("store: libsodium failed to initialise");
+  unsigned char b[16];
+  randombytes_buf(b, sizeof b);
+  char hex[33];
+  sodium_bin2hex(hex, sizeof hex, b, sizeof b);
+  return hex;
 }
 
 } // namespace
@@ -123,16 +135,17 @@ std::int64_t Store::create_session(SessionRecord& s) {
   Stmt st = db_.prepare(
       "INSERT INTO sessions (operator, contract_version, contract_sha256, provider, model, "
       "budget, seed, kloop_version, kloop_commit, toolkit_version, driver_version, device_name, "
-      "device_uuid, device_arch, started_at, status, params_json, owner_pid, owner_host) VALUES "
-      "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      "device_uuid, device_arch, started_at, status, params_json, owner_pid, owner_host, uid) "
+      "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   st.bind(1, s.operator_name).bind(2, s.contract_version).bind(3, s.contract_sha256);
   st.bind(4, s.provider).bind(5, s.model).bind(6, s.budget).bind(7, s.seed);
   st.bind(8, s.kloop_version).bind(9, s.kloop_commit).bind(10, s.toolkit_version);
   st.bind(11, s.driver_version).bind(12, s.device_name).bind(13, s.device_uuid);
   st.bind(14, s.device_arch).bind(15, s.started_at).bind(16, static_cast<int>(s.status));
   st.bind(17, s.params.dump()).bind(18, s.owner_pid).bind(19, s.owner_host);
-  st.run();
+  st.bind(20, new_session_uid()).run();
   s.id = db_.last_insert_rowid();
+  chain_row(db_, "sessions", s.id, LinkKind::kInsert);
   txn.commit();
   return s.id;
 }
@@ -147,6 +160,7 @@ void Store::finish_session(std::int64_t id, SessionStatus status,
   else
     st.bind_null(2);
   st.bind(3, now_iso8601()).bind(4, id).run();
+  chain_row(db_, "sessions", id, LinkKind::kUpdate);
   txn.commit();
 }
 
@@ -163,6 +177,7 @@ void Store::set_session_param(std::int64_t id, const std::string& key,
   params[key] = value;
   Stmt write = db_.prepare("UPDATE sessions SET params_json = ? WHERE id = ?");
   write.bind(1, params.dump()).bind(2, id).run();
+  chain_row(db_, "sessions", id, LinkKind::kUpdate);
   txn.commit();
 }
 
@@ -181,6 +196,7 @@ int Store::mark_interrupted() {
     Stmt up = db_.prepare("UPDATE sessions SET status = ?, ended_at = ? WHERE id = ?");
     up.bind(1, static_cast<int>(SessionStatus::kInterrupted)).bind(2, now_iso8601()).bind(3, id);
     up.run();
+    chain_row(db_, "sessions", id, LinkKind::kUpdate);
   }
   txn.commit();
   return static_cast<int>(dead.size());
@@ -215,6 +231,7 @@ ResumeInfo Store::resume_session(std::int64_t id) {
                         "NULL WHERE id = ?");
   st.bind(1, static_cast<int>(SessionStatus::kRunning)).bind(2, std::int64_t{::getpid()});
   st.bind(3, host_name()).bind(4, id).run();
+  chain_row(db_, "sessions", id, LinkKind::kUpdate);
   txn.commit();
   info.session.status = SessionStatus::kRunning;
   info.session.owner_pid = ::getpid();
@@ -260,14 +277,18 @@ std::int64_t Store::Step::add_iteration(IterationRecord& r) {
       "VALUES (?,?,?,?,?,?)");
   st.bind(1, r.session_id).bind(2, r.index).bind(3, r.started_at).bind(4, r.ended_at);
   st.bind(5, r.wall_ms).bind(6, r.notes.dump()).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "iterations", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_prompt(PromptRecord& r) {
   Stmt st = store_->db_.prepare(
       "INSERT INTO prompts (iteration_id, role, blob_sha256, tokens) VALUES (?,?,?,?)");
   st.bind(1, r.iteration_id).bind(2, r.role).bind(3, r.blob_sha256).bind(4, r.tokens).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "prompts", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_response(ResponseRecord& r) {
@@ -280,7 +301,9 @@ std::int64_t Store::Step::add_response(ResponseRecord& r) {
   st.bind(4, r.provider).bind(5, r.model).bind(6, r.http_status).bind(7, r.latency_ms);
   st.bind(8, r.retries).bind(9, r.prompt_tokens).bind(10, r.completion_tokens).bind(11, r.error);
   st.run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "responses", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_candidate(CandidateRecord& r) {
@@ -292,7 +315,9 @@ std::int64_t Store::Step::add_candidate(CandidateRecord& r) {
   bind_sha(st, 4, r.manifest_sha256);
   st.bind(5, static_cast<int>(r.verdict)).bind(6, r.speedup).bind(7, r.speedup_lo);
   st.bind(8, r.speedup_hi).bind(9, r.report.dump()).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "candidates", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 void Store::Step::update_candidate(const CandidateRecord& r) {
@@ -301,6 +326,7 @@ void Store::Step::update_candidate(const CandidateRecord& r) {
       "report_json = ? WHERE id = ?");
   st.bind(1, static_cast<int>(r.verdict)).bind(2, r.speedup).bind(3, r.speedup_lo);
   st.bind(4, r.speedup_hi).bind(5, r.report.dump()).bind(6, r.id).run();
+  chain_row(store_->db_, "candidates", r.id, LinkKind::kUpdate);
 }
 
 std::int64_t Store::Step::add_artifact(ArtifactRecord& r, std::string_view bytes) {
@@ -311,7 +337,9 @@ std::int64_t Store::Step::add_artifact(ArtifactRecord& r, std::string_view bytes
       "VALUES (?,?,?,?,?,?)");
   st.bind(1, r.iteration_id).bind(2, r.candidate_id).bind(3, static_cast<int>(r.kind));
   st.bind(4, r.name).bind(5, r.sha256).bind(6, r.size).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "artifacts", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_tool_call(ToolCallRecord& r) {
@@ -326,7 +354,9 @@ std::int64_t Store::Step::add_tool_call(ToolCallRecord& r) {
   bind_sha(st, 13, opt_sha(r.stdout_sha256));
   bind_sha(st, 14, opt_sha(r.stderr_sha256));
   st.run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "tool_calls", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_gate(GateRecord& r) {
@@ -335,7 +365,9 @@ std::int64_t Store::Step::add_gate(GateRecord& r) {
       "VALUES (?,?,?,?,?,?)");
   st.bind(1, r.candidate_id).bind(2, r.ordinal).bind(3, r.name);
   st.bind(4, static_cast<int>(r.status)).bind(5, r.reason).bind(6, r.evidence.dump()).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "gate_results", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_test_case(TestCaseRecord& r) {
@@ -343,7 +375,9 @@ std::int64_t Store::Step::add_test_case(TestCaseRecord& r) {
       "INSERT INTO test_cases (candidate_id, gate, name, status, detail_json) VALUES (?,?,?,?,?)");
   st.bind(1, r.candidate_id).bind(2, r.gate).bind(3, r.name);
   st.bind(4, static_cast<int>(r.status)).bind(5, r.detail.dump()).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "test_cases", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_benchmark(BenchmarkRecord& r) {
@@ -352,14 +386,18 @@ std::int64_t Store::Step::add_benchmark(BenchmarkRecord& r) {
       "lo_us, hi_us) VALUES (?,?,?,?,?,?,?)");
   st.bind(1, r.candidate_id).bind(2, r.series).bind(3, r.samples_sha256).bind(4, r.count);
   st.bind(5, r.median_us).bind(6, r.lo_us).bind(7, r.hi_us).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "benchmark_samples", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_telemetry(TelemetryRecord& r) {
   Stmt st =
       store_->db_.prepare("INSERT INTO telemetry (candidate_id, kind, data_json) VALUES (?,?,?)");
   st.bind(1, r.candidate_id).bind(2, r.kind).bind(3, r.data.dump()).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "telemetry", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_holdout_commitment(HoldoutCommitmentRecord& r) {
@@ -369,7 +407,9 @@ std::int64_t Store::Step::add_holdout_commitment(HoldoutCommitmentRecord& r) {
       "VALUES (?,?,?,?)");
   st.bind(1, r.session_id).bind(2, r.commitment_sha256).bind(3, r.suite_version);
   st.bind(4, r.created_at).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "holdout_commitments", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_holdout_run(HoldoutRunRecord& r) {
@@ -381,7 +421,9 @@ std::int64_t Store::Step::add_holdout_run(HoldoutRunRecord& r) {
   st.bind(4, r.result.dump());
   bind_sha(st, 5, r.report_sha256);
   st.bind(6, r.retired ? 1 : 0).bind(7, r.ran_at).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "holdout_runs", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_promotion(PromotionRecord& r) {
@@ -391,13 +433,16 @@ std::int64_t Store::Step::add_promotion(PromotionRecord& r) {
       "evidence_json, decided_at) VALUES (?,?,?,?,?,?)");
   st.bind(1, r.session_id).bind(2, r.candidate_id).bind(3, static_cast<int>(r.decision));
   st.bind(4, r.reason).bind(5, r.evidence.dump()).bind(6, r.decided_at).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "promotion_decisions", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 void Store::Step::set_promotion_evidence(std::int64_t promotion_id,
                                          const nlohmann::json& evidence) {
   Stmt st = store_->db_.prepare("UPDATE promotion_decisions SET evidence_json = ? WHERE id = ?");
   st.bind(1, evidence.dump()).bind(2, promotion_id).run();
+  chain_row(store_->db_, "promotion_decisions", promotion_id, LinkKind::kUpdate);
 }
 
 std::int64_t Store::Step::add_receipt(ReceiptRecord& r) {
@@ -407,7 +452,9 @@ std::int64_t Store::Step::add_receipt(ReceiptRecord& r) {
       "reviewer, signed_at) VALUES (?,?,?,?,?,?)");
   st.bind(1, r.session_id).bind(2, r.payload_sha256).bind(3, r.receipt_sha256);
   st.bind(4, r.signing_key_id).bind(5, r.reviewer).bind(6, r.signed_at).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "receipts", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 } // namespace kloop::store

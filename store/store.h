@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "store/blobs.h"
+#include "store/chain.h"
 #include "store/records.h"
 #include "store/sqlite.h"
 
@@ -52,13 +53,18 @@ struct SessionDetail {
   std::vector<HoldoutRunRecord> holdout_runs;
   std::optional<PromotionRecord> promotion; // the latest decision
   std::vector<ReceiptRecord> receipts;
+  std::optional<ChainHead> chain_head;  // its row chain's head when loaded; nullopt: unchained
+  std::vector<std::string> chain_links; // every link's hash, in order (store/chain.h)
+  // Whether link `links` (1-based) of the chain is `sha256`: a head recorded earlier (a receipt's)
+  // that the chain still holds, rows added since only extending it.
+  bool chain_holds(std::int64_t links, const std::string& sha256) const;
   const CandidateDetail* find_candidate(std::int64_t id) const; // nullptr when absent
   // The holdout commitment with row id `id`; nullptr when absent.
   const HoldoutCommitmentRecord* find_commitment(std::int64_t id) const;
   const CandidateDetail* best_candidate() const; // promoted one, else best passing speed-up
   std::int64_t tokens() const;                   // prompt + completion tokens of all responses
   double wall_ms() const;                        // sum of iteration wall times
-  nlohmann::json to_json() const;                // everything, for `kloop show --json`
+  nlohmann::json to_json() const; // everything (and the chain head), for `kloop show --json`
 };
 
 // One row of `kloop sessions`.
@@ -85,7 +91,18 @@ struct VerifyReport {
   std::int64_t blobs_checked = 0;
   std::vector<std::string> missing, altered; // SHA-256s
   std::string integrity;                     // "ok" or SQLite's integrity_check lines
-  bool ok() const { return missing.empty() && altered.empty() && integrity == "ok"; }
+  ChainReport chains;                        // the row chains (store/chain.h)
+  bool ok() const { return missing.empty() && altered.empty() && integrity == "ok" && chains.ok(); }
+};
+
+// Result of merging one source store into this one (Store::merge_from).
+struct MergeReport {
+  std::string source;
+  std::vector<std::pair<std::int64_t, std::int64_t>> merged; // (source id, new id)
+  std::vector<std::string> skipped; // one line per session not merged, with the reason
+  std::int64_t blobs_copied = 0;    // new blob files written here
+  std::int64_t blobs_present = 0;   // already here (deduplicated by hash)
+  int holdout_files = 0;            // sealed or retired suites copied, as they were
 };
 
 class Store {
@@ -165,7 +182,21 @@ public:
   // ---- reading ----
   std::vector<SessionSummary> list_sessions(); // newest first
   SessionDetail load_session(std::int64_t id); // throws StoreError "no session ID in DIR"
-  VerifyReport verify();                       // integrity_check + re-hash every blob
+  VerifyReport verify();                       // integrity_check, blobs re-hashed, row chains
+  // The session's chain head (store/chain.h); nullopt for a session recorded before chaining.
+  std::optional<ChainHead> chain_head(std::int64_t session_id);
+
+  // ---- merging (store/merge.cpp) ----
+  // Copies every session of the store at `source_dir` (opened read-only, never changed) that this
+  // store does not hold yet (by session uid, so merging a store twice adds nothing) with new row
+  // ids; its origin (source store, source id, uid) goes to session_origins. Every blob the source
+  // registers is re-hashed and copied unless present; sealed holdout suites are copied as files,
+  // never unsealed (sealed stays sealed, retired stays retired); row chains are copied and stay
+  // valid. A running session is skipped (merge again when it ends). One transaction per source.
+  // Throws StoreError for a source that is no kloop store, has a schema newer than this binary or
+  // a table layout this one does not know (naming the column), and DamagedStore (nothing merged)
+  // when a source blob is missing or altered or a source chain fails verification.
+  MergeReport merge_from(const std::string& source_dir);
 
 private:
   Store(std::string dir, Db db);

@@ -108,6 +108,11 @@ const HoldoutCommitmentRecord* SessionDetail::find_commitment(std::int64_t id) c
   return nullptr;
 }
 
+bool SessionDetail::chain_holds(std::int64_t links, const std::string& sha256) const {
+  return links >= 1 && links <= static_cast<std::int64_t>(chain_links.size()) &&
+         chain_links[static_cast<std::size_t>(links - 1)] == sha256;
+}
+
 const CandidateDetail* SessionDetail::find_candidate(std::int64_t id) const {
   for (const auto& it : iterations)
     for (const auto& c : it.candidates)
@@ -236,6 +241,10 @@ nlohmann::json SessionDetail::to_json() const {
   j["receipts"] = rec;
   const CandidateDetail* best = best_candidate();
   j["best_candidate_id"] = best ? nlohmann::json(best->candidate.id) : nlohmann::json(nullptr);
+  // The row chain's head (store/chain.h), null for a session recorded before row chaining.
+  j["row_chain"] =
+      chain_head ? nlohmann::json{{"links", chain_head->links}, {"head_sha256", chain_head->sha256}}
+                 : nlohmann::json(nullptr);
   return j;
 }
 
@@ -444,7 +453,18 @@ SessionDetail Store::load_session(std::int64_t id) {
   while (rc.step())
     d.receipts.push_back(
         {rc.int64(0), id, rc.text(1), rc.text(2), rc.text(3), rc.text(4), rc.text(5)});
+  d.chain_head = store::chain_head(db_, id);
+  if (d.chain_head) {
+    Stmt ch = db_.prepare("SELECT link_sha256 FROM row_chain WHERE session_id = ? ORDER BY seq");
+    ch.bind(1, id);
+    while (ch.step())
+      d.chain_links.push_back(ch.text(0));
+  }
   return d;
+}
+
+std::optional<ChainHead> Store::chain_head(std::int64_t session_id) {
+  return store::chain_head(db_, session_id);
 }
 
 VerifyReport Store::verify() {
@@ -471,6 +491,7 @@ VerifyReport Store::verify() {
       break;
     }
   }
+  rep.chains = verify_chains(db_, blobs_);
   return rep;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "evaluator/gate.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::testing {
 
@@ -30,11 +31,7 @@ inline evaluator::PublicReport report_from_json(const nlohmann::json& j) {
 
 inline evaluator::PublicReport load_report(const std::string& fixture) {
   const std::string path = std::string(KLOOP_SOURCE_DIR) + "/tests/agent/fixtures/" + fixture;
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open fixture " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return report_from_json(nlohmann::json::parse(ss.str()));
+  return report_from_json(nlohmann::json::parse(test_support::read_file(path)));
 }
 
 } // namespace kloop::testing

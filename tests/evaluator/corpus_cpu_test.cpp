@@ -13,7 +13,6 @@
 
 #include <atomic>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -21,6 +20,8 @@
 #include "evaluator/build.h"
 #include "evaluator/pipeline.h"
 #include "evaluator/subprocess.h"
+#include "tests/support/sandbox_check.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::evaluator {
 namespace {
@@ -39,8 +40,8 @@ std::vector<Entry> entries(const std::string& corpus) {
   std::vector<Entry> out;
   for (const auto& d : fs::directory_iterator(kKernels / corpus)) {
     if (!fs::exists(d.path() / "expect.json")) continue;
-    std::ifstream in(d.path() / "expect.json");
-    out.push_back({corpus, d.path().filename().string(), d.path(), nlohmann::json::parse(in)});
+    out.push_back({corpus, d.path().filename().string(), d.path(),
+                   nlohmann::json::parse(test_support::read_file(d.path() / "expect.json"))});
   }
   std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
   return out;
@@ -86,14 +87,16 @@ private:
   std::map<std::string, Evaluation> results_;
 };
 
-bool has_sandbox() {
-  try {
-    resolve_sandbox(SandboxRequest::kAuto);
-    return fs::exists("/usr/local/cuda/include/cuda_fp16.h");
-  } catch (const InfraError&) {
-    return false;
+// A test that builds: skips where the toolkit or any sandbox is missing (a sandbox that cannot
+// start where bubblewrap is installed fails instead; tests/support/sandbox_check.h).
+template <typename Base> class NeedsBuilds : public Base {
+protected:
+  void SetUp() override {
+    if (!fs::exists("/usr/local/cuda/include/cuda_fp16.h"))
+      GTEST_SKIP() << "CUDA toolkit not installed at /usr/local/cuda";
+    KLOOP_REQUIRE_SANDBOX_OR_SKIP();
   }
-}
+};
 
 std::string gates_text(const Evaluation& ev) {
   std::string s;
@@ -102,10 +105,9 @@ std::string gates_text(const Evaluation& ev) {
   return s;
 }
 
-class PrecisionCorpusTest : public testing::TestWithParam<Entry> {};
+class PrecisionCorpusTest : public NeedsBuilds<testing::TestWithParam<Entry>> {};
 
 TEST_P(PrecisionCorpusTest, PassesEveryCpuGate) {
-  if (!has_sandbox()) GTEST_SKIP() << "no CUDA toolkit or no sandbox here";
   const Entry& e = GetParam();
   ASSERT_EQ(e.expect.at("verdict"), "pass") << "a precision kernel must be expected to pass";
   const Evaluation& ev = Evaluations::of(e);
@@ -116,7 +118,7 @@ TEST_P(PrecisionCorpusTest, PassesEveryCpuGate) {
   EXPECT_EQ(ev.report.verdict, Verdict::kPendingDeviceValidation) << gates_text(ev);
 }
 
-class DefectCorpusTest : public testing::TestWithParam<Entry> {};
+class DefectCorpusTest : public NeedsBuilds<testing::TestWithParam<Entry>> {};
 
 // The finding of a failed CPU gate that names the defect: the contract error fields, or the
 // static finding kinds.
@@ -132,7 +134,6 @@ std::vector<std::string> findings_of(const GateResult& g) {
 }
 
 TEST_P(DefectCorpusTest, CpuGateRejectsItsOwnDefectOrPassesItOn) {
-  if (!has_sandbox()) GTEST_SKIP() << "no CUDA toolkit or no sandbox here";
   const Entry& e = GetParam();
   const Evaluation& ev = Evaluations::of(e);
   const std::string want = e.expect.at("gate");
@@ -177,8 +178,9 @@ TEST(PrecisionCorpusSizeTest, HasAtLeast25CorrectKernels) {
 }
 
 // The CLI's exit code for such a verdict: `kloop evaluate` exits 3 (pending_device_validation).
-TEST(PrecisionCorpusCliTest, KloopEvaluateExits3OnAPrecisionKernel) {
-  if (!has_sandbox()) GTEST_SKIP() << "no CUDA toolkit or no sandbox here";
+class PrecisionCorpusCliTest : public NeedsBuilds<testing::Test> {};
+
+TEST_F(PrecisionCorpusCliTest, KloopEvaluateExits3OnAPrecisionKernel) {
   const std::string kloop = std::string(KLOOP_BINARY_DIR) + "/bin/kloop";
   ASSERT_TRUE(fs::exists(kloop)) << "the test target depends on kloop: " << kloop;
   SubprocessOptions o;
