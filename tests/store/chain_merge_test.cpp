@@ -303,7 +303,7 @@ TEST(MergeTest, HoldoutSuitesAreCopiedSealedUnderTheNewSessionId) {
   struct stat sb {};
   ASSERT_EQ(::stat(sealed.c_str(), &sb), 0);
   EXPECT_EQ(sb.st_mode & 0777, 0600u);
-  auto copy = holdout::SealedSuite::open(fs::path(out) / "holdout", "session-2");
+  auto copy = holdout::SealedSuite::open(fs::path(out) / "holdout", "session-2", commitment);
   EXPECT_FALSE(copy.retired());
   EXPECT_EQ(copy.commitment(), commitment);
   EXPECT_THROW(copy.reveal_seed(), holdout::HoldoutError); // still sealed
