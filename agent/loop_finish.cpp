@@ -197,7 +197,7 @@ void finish_session(const LoopOptions& options, const store::SessionRecord& sess
     r.status = static_cast<store::GateCode>(hr.status);
     r.result = hr.to_json();
     r.result["commitment_verified"] = commitment_ok;
-    r.report_sha256 = step.put_blob(hr.detail.dump());
+    r.report_sha256 = step.put_blob(store::json_text(hr.detail));
     r.retired = true;
     step.add_holdout_run(r);
     step.commit();
@@ -267,7 +267,7 @@ void finish_session(const LoopOptions& options, const store::SessionRecord& sess
   write_file(dir / "kernel.cu", frozen->candidate.source);
   write_file(dir / "manifest.json", frozen->candidate.manifest_text);
   write_file(dir / "dispatch.txt", rmsnorm::dispatch_predicate_text(frozen->manifest) + "\n");
-  write_file(dir / "receipt.json", receipt.dump(2) + "\n");
+  write_file(dir / "receipt.json", store::json_text(receipt, 2) + "\n");
   result.export_dir = dir.string();
   result.receipt_file = (dir / "receipt.json").string();
   if (!receipt_note.empty()) progress.line(receipt_note);
