@@ -372,13 +372,12 @@ void cmd_show(const Opts& o) {
       if (const auto b = benchmark_states(c))
         line += fmt::format(", states {} faster / {} indistinguishable / {} slower", b->faster,
                             b->indistinguishable, b->slower);
-      const std::string sandbox = c.sandbox();
-      line += sandbox.empty()
-                  ? ", not built"
-                  : ", built in sandbox " +
-                        text(sandbox, fmt::format("candidate {} sandbox", c.candidate.id));
       out += line + "\n";
       if (frozen == c.candidate.id) out += frozen_text(c);
+      // How it was built (the build gate's evidence); nothing for a candidate never built.
+      if (const std::string sandbox = c.sandbox(); !sandbox.empty())
+        out += "    built in sandbox " +
+               text(sandbox, fmt::format("candidate {} sandbox", c.candidate.id)) + "\n";
       const std::string cand = fmt::format("candidate {}", c.candidate.id);
       for (const auto& g : c.gates) {
         const std::string gate = text(g.name, cand + " gate name");

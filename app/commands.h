@@ -66,7 +66,7 @@ inline CLI::Validator session_id_check() {
         if (!parse_whole(text, v) || v <= 0 || text[0] == '0')
           return "a session ID is a positive decimal integer up to 9223372036854775807, without "
                  "leading zeros (got '" +
-                 text + "'); list the stored sessions with `kloop sessions`";
+                 text + "'); list the stored sessions with `kloop sessions` and the same --store";
         return {};
       },
       "SESSION_ID");

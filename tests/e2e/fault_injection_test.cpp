@@ -63,8 +63,9 @@ TEST(FaultInjectionE2E, KilledAtRandomPointsLosesNoCommittedStepAndEndsRecorded)
   if (const char* env = std::getenv("KLOOP_FAULT_SEED")) seed = std::stoul(env);
   std::mt19937 rng(seed);
   std::printf("fault injection seed %u\n", seed);
-  // Replies: mostly manifests the contract gate rejects at once (1e999), every third a candidate
-  // that is built (NVRTC), so kills land in requests, builds, commits and the finish.
+  // Replies: manifests the contract gate rejects at once (1e999) alternating with candidates that
+  // are built (NVRTC), after 50-400 ms each, so kills land in requests, builds, commits and the
+  // finish.
   std::string bad_manifest = good_manifest();
   bad_manifest.replace(bad_manifest.find("256"), 3, "1e999");
   std::vector<std::string> bodies;
@@ -73,11 +74,11 @@ TEST(FaultInjectionE2E, KilledAtRandomPointsLosesNoCommittedStepAndEndsRecorded)
         completion_body(reply_with(good_source(), i % 3 == 2 ? good_manifest() : bad_manifest)));
   std::vector<int> delays;
   for (int i = 0; i < 60; ++i)
-    delays.push_back(std::uniform_int_distribution<int>(0, 150)(rng));
+    delays.push_back(std::uniform_int_distribution<int>(50, 400)(rng));
   FakeOpenAi server(bodies, delays);
   const fs::path dir = fresh_dir("fault");
   const fs::path store = dir / "store";
-  constexpr int kBudget = 6, kKills = 6;
+  constexpr int kBudget = 10, kKills = 8;
   const std::vector<std::string> first = {
       "optimize",   "rmsnorm",         "--provider", "openai",
       "--base-url", server.base_url(), "--budget",   std::to_string(kBudget),
@@ -89,7 +90,7 @@ TEST(FaultInjectionE2E, KilledAtRandomPointsLosesNoCommittedStepAndEndsRecorded)
   for (int attempt = 0; attempt < kKills; ++attempt) {
     const bool fresh = !has_session(store);
     const pid_t pid = kloop_spawn(fresh ? first : resume, dir / "run.txt");
-    const int delay_ms = std::uniform_int_distribution<int>(30, 2500)(rng);
+    const int delay_ms = std::uniform_int_distribution<int>(20, 1500)(rng);
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     const bool still_running = ::kill(pid, SIGKILL) == 0;
     const int status = wait_exit(pid);
