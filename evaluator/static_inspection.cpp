@@ -168,7 +168,7 @@ std::vector<PtxFinding> check_ptx(std::string_view ptx, const rmsnorm::Manifest&
   const auto& want = contract_param_types();
   for (const auto& [dtype, name] : manifest.entry_points) {
     auto it = std::find_if(entries.begin(), entries.end(),
-                           [&](const PtxEntry& e) { return e.name == name; });
+                           [&name = name](const PtxEntry& e) { return e.name == name; });
     if (it == entries.end()) {
       out.push_back({0, "missing_entry",
                      fmt::format("entry point '{}' ({}) is not a kernel in the PTX; declare it "
