@@ -234,7 +234,7 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
       d.promotion ? std::string(store::name(d.promotion->decision)) : "no promotion decision";
   const store::CandidateDetail* c = pick_candidate(d, r.promoted, options.allow_unpromoted);
   if (!c) {
-    r.exit_code = 1;
+    r.exit_code = r.promoted ? 3 : 2; // a promoted session names its candidate: damaged if absent
     r.error = r.promoted || options.allow_unpromoted
                   ? fmt::format("session {} has no candidate with a cubin to export", session_id)
                   : fmt::format("session {} is not promoted ({}); only promoted candidates "
@@ -246,7 +246,7 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
   }
   const auto* cubin_art = c->artifact_of(store::ArtifactKind::kCubin);
   if (!cubin_art || c->candidate.manifest_sha256.empty() || c->candidate.source_sha256.empty()) {
-    r.exit_code = 1;
+    r.exit_code = r.promoted ? 3 : 2;
     r.error = fmt::format("session {} candidate {} has no cubin, manifest or source in the store; "
                           "nothing to export",
                           session_id, c->candidate.id);
@@ -273,6 +273,14 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
   // The output folder is checked before anything is recorded in the store.
   r.package_dir = dir / "kloop_rmsnorm";
   std::error_code fec;
+  if (!std::filesystem::exists(dir, fec) &&
+      !std::filesystem::is_directory(std::filesystem::absolute(dir, fec).parent_path(), fec)) {
+    r.error = fmt::format("cannot write --torch {}: its parent folder does not exist; give a "
+                          "folder path in an existing folder",
+                          dir.string());
+    r.exit_code = 2;
+    return r;
+  }
   if (std::filesystem::exists(dir, fec) && !std::filesystem::is_directory(dir, fec)) {
     r.error = fmt::format("--torch {} is not a folder; give a folder to write the package into",
                           dir.string());

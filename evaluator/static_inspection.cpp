@@ -167,7 +167,7 @@ PtxInspection inspect_ptx(std::string_view ptx, const rmsnorm::Manifest& manifes
   for (const auto& [dtype, name] : manifest.entry_points) {
     named.insert(name);
     auto it = std::find_if(out.entries.begin(), out.entries.end(),
-                           [&](const PtxEntry& e) { return e.name == name; });
+                           [&name = name](const PtxEntry& e) { return e.name == name; });
     if (it == out.entries.end()) {
       out.findings.push_back({0, "missing_entry", missing_entry_message(out.entries, name, dtype)});
       continue;

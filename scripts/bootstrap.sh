@@ -11,7 +11,7 @@ build=${1:-build}
 packages=(build-essential cmake ninja-build pkg-config git clang-format
   libcurl4-openssl-dev nlohmann-json3-dev libfmt-dev libsqlite3-dev libsodium-dev libseccomp-dev
   libcli11-dev libgtest-dev libgmock-dev libcpp-httplib-dev libdlpack-dev bubblewrap zlib1g-dev
-  chromium python3 libtomlplusplus-dev slurm-wlm munge)
+  chromium python3 libtomlplusplus-dev slurm-wlm munge clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -111,26 +111,43 @@ int schema_version() {
   return static_cast<int>(kMigrations.size());
 }
 
-void migrate(Db& db, bool writable) {
-  const std::int64_t app_id = db.pragma_int("application_id");
-  std::int64_t version = db.pragma_int("user_version");
-  std::int64_t tables = 0;
-  {
-    Stmt st = db.prepare("SELECT count(*) FROM sqlite_master");
-    if (st.step()) tables = st.int64(0);
-  }
-  if (app_id != kApplicationId && (app_id != 0 || version != 0 || tables != 0))
+namespace {
+
+// What a database holds before migrating: its application_id, schema version and object count.
+struct SchemaState {
+  std::int64_t app_id = 0, version = 0, tables = 0;
+};
+
+SchemaState read_state(Db& db) {
+  SchemaState s;
+  s.app_id = db.pragma_int("application_id");
+  s.version = db.pragma_int("user_version");
+  Stmt st = db.prepare("SELECT count(*) FROM sqlite_master");
+  if (st.step()) s.tables = st.int64(0);
+  return s;
+}
+
+// Throws StoreError unless `s` is a kloop store this binary can read (or an empty database).
+void check_state(const Db& db, const SchemaState& s) {
+  if (s.app_id != kApplicationId && (s.app_id != 0 || s.version != 0 || s.tables != 0))
     throw StoreError(fmt::format(
         "store: {} is a SQLite database but not a kloop store (application_id {:#x}, {} schema "
         "objects); use another --store",
-        db.label(), app_id, tables));
-  if (version > schema_version())
+        db.label(), s.app_id, s.tables));
+  if (s.version > schema_version())
     throw StoreError(fmt::format(
         "store: schema version {} is newer than this kloop ({}); upgrade kloop or use another "
         "--store",
-        version, schema_version()));
-  if (version == schema_version()) return;
-  if (!writable && version == 0 && tables == 0)
+        s.version, schema_version()));
+}
+
+} // namespace
+
+void migrate(Db& db, bool writable) {
+  SchemaState state = read_state(db);
+  check_state(db, state);
+  if (state.version == schema_version()) return;
+  if (!writable && state.version == 0 && state.tables == 0)
     throw StoreError(
         fmt::format("store: {} is an empty database (no kloop tables, e.g. a zero-byte "
                     "file): nothing is stored there yet; point --store at a store "
@@ -139,13 +156,18 @@ void migrate(Db& db, bool writable) {
   // A store of an older schema is read as it is: every reader works on the oldest layout (row
   // chains and session uids are absent there, and reported so), and a read never changes it.
   if (!writable) return;
-  for (; version < schema_version(); ++version) {
-    Transaction txn(db);
-    db.exec(kMigrations[static_cast<std::size_t>(version)]);
-    db.exec(fmt::format("PRAGMA application_id = {}", kApplicationId));
-    db.exec(fmt::format("PRAGMA user_version = {}", version + 1));
-    txn.commit();
-  }
+  // All pending migrations in one write transaction (BEGIN IMMEDIATE), and the version read again
+  // inside it: another process creating or migrating the same store at the same moment either
+  // finished first (nothing left to do here) or waits for this one (busy_timeout), so no process
+  // ever runs a migration that is already applied ("table ... already exists").
+  Transaction txn(db);
+  state = read_state(db);
+  check_state(db, state);
+  for (; state.version < schema_version(); ++state.version)
+    db.exec(kMigrations[static_cast<std::size_t>(state.version)]);
+  db.exec(fmt::format("PRAGMA application_id = {}", kApplicationId));
+  db.exec(fmt::format("PRAGMA user_version = {}", state.version));
+  txn.commit();
 }
 
 } // namespace kloop::store

@@ -2,9 +2,12 @@
 
 #include <sqlite3.h>
 
+#include <filesystem>
+
 #include <fmt/core.h>
 
 #include "store/error.h"
+#include "store/text_view.h"
 
 namespace kloop::store {
 
@@ -41,7 +44,10 @@ Db::~Db() {
 
 void Db::fail(int rc, std::string_view what) const {
   const int primary = rc & 0xFF;
-  std::string hint = "check the store, or run `kloop store verify`";
+  // label_ is the database file, DIR/kloop.db.
+  const std::string dir = std::filesystem::path(label_).parent_path().string();
+  std::string hint =
+      fmt::format("check the store, or run `{}`", kloop_command("store verify", dir));
   if (primary == SQLITE_FULL || (rc == SQLITE_IOERR_WRITE) || rc == SQLITE_IOERR_FSYNC)
     hint = "the disk (or file-size limit) is full: free space and retry; committed steps are kept";
   else if (primary == SQLITE_READONLY)

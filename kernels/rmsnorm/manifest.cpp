@@ -10,6 +10,8 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "kernels/json_read.h"
+
 namespace kloop::rmsnorm {
 namespace {
 
@@ -143,16 +145,25 @@ ManifestParse parse_manifest(std::string_view manifest_text) {
     out.errors = std::move(c.errors);
     return out;
   }
-  json doc;
-  try {
-    doc = json::parse(manifest_text);
-  } catch (const json::parse_error& e) {
-    c.fail("manifest.json", fmt::format("manifest.json is not valid JSON ({}); send one JSON "
-                                        "object with the contract's keys",
-                                        e.what()));
+  // read_json, not json::parse: a number beyond double range ("1e999") is a failed field, named,
+  // never an out_of_range exception.
+  JsonRead read = read_json(manifest_text);
+  if (read.number_overflow) {
+    const std::string field = read.path.empty() ? "manifest.json" : read.path;
+    c.fail(field, fmt::format("'{}' holds a number outside the range of a double (JSON number "
+                              "overflow); write the value the contract asks for",
+                              field));
     out.errors = std::move(c.errors);
     return out;
   }
+  if (!read.value) {
+    c.fail("manifest.json", fmt::format("manifest.json is not valid JSON ({}); send one JSON "
+                                        "object with the contract's keys",
+                                        read.error));
+    out.errors = std::move(c.errors);
+    return out;
+  }
+  json doc = std::move(*read.value);
   if (!doc.is_object()) {
     c.fail("manifest.json",
            "manifest.json must be a JSON object, got " + std::string(doc.type_name()));
