@@ -9,6 +9,7 @@
 #include "evaluator/build.h"
 #include "evaluator/candidate.h"
 #include "evaluator/pipeline.h"
+#include "evaluator/subprocess.h"
 #include "kernels/rmsnorm/manifest.h"
 
 namespace kloop::agent {
@@ -138,11 +139,16 @@ CandidateEvaluator& DeviceContext::evaluator(const op::Operator& op) {
   go.op = &op;
   go.public_seed = options_.public_seed;
   if (has_device_) { // the benchmark baseline: the in-tree baseline, built once like a candidate
-    const auto load =
-        evaluator::load_candidate_dir(std::string(KLOOP_SOURCE_DIR) + "/" + op.baseline_folder());
+    std::string baseline_dir;
+    try {
+      baseline_dir = evaluator::data_path(op.baseline_folder());
+    } catch (const evaluator::InfraError& e) {
+      progress_.line(std::string("baseline: ") + e.what());
+    }
+    const auto load = baseline_dir.empty() ? evaluator::CandidateLoad{}
+                                           : evaluator::load_candidate_dir(baseline_dir);
     if (load.candidate) {
-      const auto parsed =
-          rmsnorm::parse_manifest(load.candidate->manifest_text, load.candidate->source);
+      const auto parsed = op::parse_manifest(op.declaration(), load.candidate->manifest_text);
       if (parsed.manifest) {
         const auto built =
             evaluator::build_candidate(load.candidate->source, *parsed.manifest, eo.build);

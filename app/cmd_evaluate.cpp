@@ -9,8 +9,10 @@
 
 #include "agent/components.h"
 #include "app/commands.h"
+#include "app/work_root.h"
 #include "evaluator/pipeline.h"
 #include "evaluator/subprocess.h"
+#include "store/store.h"
 #include "store/text_view.h"
 
 namespace kloop::app {
@@ -26,7 +28,7 @@ struct EvaluateArgs {
   std::string candidate_dir;
   bool json = false;
   bool no_sandbox = false;
-  double build_timeout_s = 20;
+  double build_timeout_s = 60;
 };
 
 void print_table(const evaluator::PublicReport& report) {
@@ -47,11 +49,7 @@ int run_evaluate(const EvaluateArgs& a) {
   // every other command prints it).
   const auto usage_error = [&](const std::string& message) {
     std::fprintf(stderr, "kloop evaluate: %s\n", message.c_str());
-    if (a.json) {
-      const nlohmann::json doc{{"error", "kloop evaluate: " + message}, {"exit_code", kExitUsage}};
-      std::printf("%s\n",
-                  doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-    }
+    if (a.json) print_json_error("kloop evaluate: " + message, kExitUsage);
     return kExitUsage;
   };
   const op::Operator* op = nullptr;
@@ -74,10 +72,11 @@ int run_evaluate(const EvaluateArgs& a) {
   agent::DeviceOptions device_options;
   device_options.no_sandbox = a.no_sandbox;
   device_options.build_timeout_s = a.build_timeout_s;
+  const WorkRoot work_root; // $TMPDIR of this run; a killed run's is removed by the next kloop
   agent::DeviceContext device(device_options, progress);
   auto ev = device.evaluator(*op).evaluate(*loaded.candidate);
   if (a.json)
-    std::printf("%s\n", ev.report.to_json().dump(2).c_str());
+    std::printf("%s\n", store::json_text(ev.report.to_json(), 2).c_str());
   else
     print_table(ev.report);
   // kloop's own host-memory peak, children excluded (stderr: --json keeps stdout the report).
@@ -107,12 +106,16 @@ void register_evaluate(CLI::App& app, int& exit_code) {
   sub->add_flag("--no-sandbox", args->no_sandbox,
                 "Build without namespace isolation (recorded; only for trusted sources)");
   sub->add_option("--build-timeout", args->build_timeout_s,
-                  "Wall-clock limit of one build in seconds (default 20)");
+                  "Wall-clock limit of one build in seconds (default 60)")
+      ->check(finite_number_check(0, 3600, "seconds", /*lo_open=*/true));
   sub->callback([args, &exit_code] {
     try {
       exit_code = run_evaluate(*args);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "kloop evaluate: could not finish: %s\n", e.what());
+      // An infrastructure fault (ours, never the candidate's): --json still gets its document.
+      const std::string message = std::string("kloop evaluate: could not finish: ") + e.what();
+      std::fprintf(stderr, "%s\n", message.c_str());
+      if (args->json) print_json_error(message, kExitCouldNotFinish);
       exit_code = kExitCouldNotFinish;
     }
   });

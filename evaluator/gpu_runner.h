@@ -61,7 +61,7 @@ struct GpuRunRequest {
   std::string mode = "correctness"; // "probe" or "correctness"
   std::string operator_id;          // contract id of the operator; "": the manifest's contract
   std::optional<std::string> cubin; // candidate cubin bytes; nullopt: reference kernel only
-  std::string source;               // kernel.cu text (written beside the cubin for the tools)
+  std::string source;               // kernel.cu text (kept beside the request for the record)
   nlohmann::json manifest;          // manifest.json text parsed as JSON (null when no cubin)
   nlohmann::json cases;             // [case spec JSON] or {"suite": ..., "seed": N}
   nlohmann::json options = nlohmann::json::object(); // worker options (see protocol above)

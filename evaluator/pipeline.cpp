@@ -40,9 +40,9 @@ std::string cuda_root_of(const BuildOptions& o) {
 // The operator the candidate implements: the registered operator its manifest's "contract" names,
 // which must be `wanted` when the caller named one. A manifest that is not JSON or names no
 // contract is left to the manifest parser, which names the problem (no operator then).
-std::vector<rmsnorm::ManifestError> identify_operator(const Candidate& candidate,
-                                                      const op::Operator* wanted,
-                                                      const op::Operator*& found) {
+std::vector<op::ManifestError> identify_operator(const Candidate& candidate,
+                                                 const op::Operator* wanted,
+                                                 const op::Operator*& found) {
   found = wanted;
   const nlohmann::json doc = nlohmann::json::parse(candidate.manifest_text, nullptr, false);
   const auto it = doc.is_object() ? doc.find("contract") : doc.end();
@@ -83,7 +83,10 @@ Evaluation evaluate_candidate(const Candidate& candidate, const EvaluateOptions&
   const op::Operator* op = nullptr;
   if (problems.empty()) problems = identify_operator(candidate, options.op, op);
   if (problems.empty()) {
-    auto parsed = rmsnorm::parse_manifest(candidate.manifest_text, candidate.source);
+    // An unidentified operator (a manifest that is not JSON or names no contract) is read against
+    // the first registered one, whose parser names the problem.
+    const op::Operator& reader = op ? *op : *op::operators().front();
+    auto parsed = op::parse_manifest(reader.declaration(), candidate.manifest_text);
     if (parsed.manifest) ev.manifest = std::move(parsed.manifest);
     problems = std::move(parsed.errors);
   }
@@ -99,11 +102,12 @@ Evaluation evaluate_candidate(const Candidate& candidate, const EvaluateOptions&
     ev.report.verdict = decide_verdict(gates);
     return ev;
   }
-  gates.push_back({std::string(kGateContract),
-                   GateStatus::kPass,
-                   "",
-                   {{"dispatch_predicate", rmsnorm::dispatch_predicate_text(*ev.manifest)},
-                    {"target", ev.manifest->target}}});
+  gates.push_back(
+      {std::string(kGateContract),
+       GateStatus::kPass,
+       "",
+       {{"dispatch_predicate", op::dispatch_predicate_text(op->declaration(), *ev.manifest)},
+        {"target", ev.manifest->target}}});
 
   // Build.
   try {
@@ -127,7 +131,8 @@ Evaluation evaluate_candidate(const Candidate& candidate, const EvaluateOptions&
   ev.report.artifacts["kernel.cubin"] = store::sha256_hex(b.cubin);
 
   // Static inspection.
-  GateResult st = static_gate(b.log, b.ptx, b.cubin, *ev.manifest, cuda_root_of(options.build));
+  GateResult st = static_gate(b.log, b.ptx, b.cubin, op->declaration(), *ev.manifest,
+                              cuda_root_of(options.build));
   gates.push_back(st);
   if (st.status != GateStatus::kPass) {
     skip_rest(gates, {}, "static gate did not pass");

@@ -13,8 +13,8 @@
 #include "evaluator/candidate.h"
 #include "evaluator/gate.h"
 #include "evaluator/subprocess.h"
+#include "kernels/manifest.h"
 #include "kernels/operator.h"
-#include "kernels/rmsnorm/manifest.h"
 
 namespace kloop::evaluator {
 
@@ -22,8 +22,8 @@ namespace kloop::evaluator {
 struct BuiltCandidate {
   const op::Operator& op; // the operator its manifest's contract names
   const Candidate& candidate;
-  const rmsnorm::Manifest& manifest;
-  const std::string& cubin; // sm_90 / sm_90a cubin bytes
+  const op::Manifest& manifest; // read against op's declaration (format 1 or 2)
+  const std::string& cubin;     // sm_90 / sm_90a cubin bytes
   const std::string& ptx;
 };
 
@@ -58,10 +58,10 @@ struct EvaluateOptions {
 };
 
 struct Evaluation {
-  PublicReport report; // verdict, gates, artifact hashes
-  std::optional<rmsnorm::Manifest> manifest;
-  std::optional<BuildResult> build; // verbatim logs, artifacts, tool calls (for the store)
-  std::vector<ToolCall> tool_calls; // every subprocess started for this candidate
+  PublicReport report;                  // verdict, gates, artifact hashes
+  std::optional<op::Manifest> manifest; // read against the operator's declaration
+  std::optional<BuildResult> build;     // verbatim logs, artifacts, tool calls (for the store)
+  std::vector<ToolCall> tool_calls;     // every subprocess started for this candidate
 };
 
 // Evaluates `candidate`. Never throws for candidate faults; an infrastructure failure inside a

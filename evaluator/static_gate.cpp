@@ -10,6 +10,7 @@
 
 #include "evaluator/static_inspection.h"
 #include "evaluator/subprocess.h"
+#include "kernels/rmsnorm/operator.h"
 
 namespace kloop::evaluator {
 namespace {
@@ -99,29 +100,76 @@ nlohmann::json inspect_sass(const std::string& cubin, const std::string& cuda_ro
 }
 
 GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
-                       const std::string& cubin, const rmsnorm::Manifest& manifest,
+                       const std::string& cubin, const op::Declaration& decl,
+                       const std::vector<std::pair<DType, std::string>>& entry_points,
                        const std::string& cuda_root) {
   GateResult g{std::string(kGateStatic), GateStatus::kPass, "", nlohmann::json::object()};
   nlohmann::json resources = nlohmann::json::object();
   for (const auto& [name, r] : parse_ptxas_report(nvrtc_log))
     resources[name] = r.to_json();
   g.evidence["resources"] = resources;
-  const auto findings = check_ptx(ptx, manifest);
+  const PtxInspection ins = inspect_ptx(ptx, decl, entry_points);
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& e : ins.entries) {
+    std::string dtype;
+    for (const auto& [d, name] : entry_points)
+      if (name == e.name && dtype.empty()) dtype = std::string(dtype_name(d));
+    entries.push_back({{"name", e.name},
+                       {"ptx_line", e.line},
+                       {"params", e.param_types},
+                       {"demangled", e.demangled},
+                       {"manifest_dtype", dtype}});
+  }
+  g.evidence["entries"] = entries;
+  g.evidence["unlisted_entries"] = ins.unlisted_entries;
+  nlohmann::json data = nlohmann::json::array();
+  for (const auto& u : ins.module_data)
+    data.push_back(u.to_json());
+  g.evidence["module_data"] = data;
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& f : findings)
+  for (const auto& f : ins.findings)
     list.push_back({{"ptx_line", f.line}, {"kind", f.kind}, {"message", f.message}});
   g.evidence["findings"] = list;
   g.evidence["sass"] = inspect_sass(cubin, cuda_root);
-  if (!findings.empty()) {
+  if (!ins.findings.empty()) {
     g.status = GateStatus::kFail;
-    g.reason = findings.front().message;
-    if (findings.size() > 1) g.reason += fmt::format(" (+{} more findings)", findings.size() - 1);
-  } else if (g.evidence["sass"].value("status", "") != "ran") {
-    // The pass rests on the PTX checks and ptxas resources; say what did not run.
-    g.reason = "PTX checks passed; SASS summary not run: " +
-               g.evidence["sass"].value("reason", std::string("no reason recorded"));
+    g.reason = ins.findings.front().message;
+    if (ins.findings.size() > 1)
+      g.reason += fmt::format(" (+{} more findings)", ins.findings.size() - 1);
+    return g;
   }
+  // A pass says what it rests on when something did not run, and which kernels are never
+  // launched.
+  std::vector<std::string> notes;
+  if (g.evidence["sass"].value("status", "") != "ran")
+    notes.push_back("PTX checks passed; SASS summary not run: " +
+                    g.evidence["sass"].value("reason", std::string("no reason recorded")));
+  if (!ins.unlisted_entries.empty()) {
+    std::string names;
+    for (std::size_t i = 0; i < ins.unlisted_entries.size() && i < 4; ++i)
+      names += (names.empty() ? "" : ", ") + ins.unlisted_entries[i];
+    if (ins.unlisted_entries.size() > 4)
+      names += fmt::format(" and {} more", ins.unlisted_entries.size() - 4);
+    notes.push_back(fmt::format("the module also defines {} kernel(s) the manifest does not "
+                                "name, never launched: {}",
+                                ins.unlisted_entries.size(), names));
+  }
+  for (const auto& n : notes)
+    g.reason += (g.reason.empty() ? "" : "; ") + n;
   return g;
+}
+
+GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
+                       const std::string& cubin, const op::Declaration& decl,
+                       const op::Manifest& manifest, const std::string& cuda_root) {
+  return static_gate(nvrtc_log, ptx, cubin, decl, entry_points_of(manifest), cuda_root);
+}
+
+GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
+                       const std::string& cubin, const rmsnorm::Manifest& manifest,
+                       const std::string& cuda_root) {
+  return static_gate(nvrtc_log, ptx, cubin, rmsnorm::declaration(),
+                     {manifest.entry_points.begin(), manifest.entry_points.end()}, cuda_root);
 }
 
 } // namespace kloop::evaluator

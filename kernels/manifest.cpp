@@ -8,6 +8,8 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "kernels/json_read.h"
+
 namespace kloop::op {
 namespace {
 
@@ -437,15 +439,23 @@ ManifestParse parse_manifest(const Declaration& decl, std::string_view manifest_
                                         manifest_text.size(), kMaxManifestBytes));
     return finish();
   }
-  json doc;
-  try {
-    doc = json::parse(manifest_text);
-  } catch (const json::parse_error& e) {
-    c.fail("manifest.json", fmt::format("manifest.json is not valid JSON ({}); send one JSON "
-                                        "object with the contract's keys",
-                                        e.what()));
+  // read_json, not json::parse: a number beyond double range ("1e999") is a failed field, named,
+  // never an out_of_range exception (kernels/json_read.h).
+  JsonRead read = read_json(manifest_text);
+  if (read.number_overflow) {
+    const std::string field = read.path.empty() ? "manifest.json" : read.path;
+    c.fail(field, fmt::format("'{}' holds a number outside the range of a double (JSON number "
+                              "overflow); write the value the contract asks for",
+                              field));
     return finish();
   }
+  if (!read.value) {
+    c.fail("manifest.json", fmt::format("manifest.json is not valid JSON ({}); send one JSON "
+                                        "object with the contract's keys",
+                                        read.error));
+    return finish();
+  }
+  json doc = std::move(*read.value);
   if (!doc.is_object()) {
     c.fail("manifest.json",
            "manifest.json must be a JSON object, got " + std::string(doc.type_name()));

@@ -265,6 +265,10 @@ cudaError_t CallLauncher::launch_reference(const op::CallGeometry& geom,
                                            cudaStream_t stream) const {
   const op::GpuReference* ref = op::find_gpu_reference(op_.contract_id());
   if (ref == nullptr) return cudaErrorInvalidDeviceFunction; // failure() says why
+  if (layout_.size() > static_cast<std::size_t>(op::kRefMaxTensors) ||
+      geom.axes.size() > static_cast<std::size_t>(op::kRefMaxAxes) ||
+      v_.scalars.size() > static_cast<std::size_t>(op::kRefMaxScalars))
+    return cudaErrorInvalidValue; // failure() says why
   op::RefArgs a;
   a.rows = geom.rows;
   a.ntensors = static_cast<int>(layout_.size());

@@ -29,6 +29,9 @@ using Tolerance = op::Tolerance;
 // The declared tolerance of `dtype` (constants justified in contract.cpp).
 Tolerance tolerance_for(DType dtype);
 
+// The spacing of a dtype's values (kernels/dtype.h), the unit the contract states bounds in.
+using kloop::output_ulp;
+
 // One benchmark shape: x is [rows, h] contiguous of `dtype`, weight [h].
 struct BenchShape {
   std::int64_t rows = 0;
