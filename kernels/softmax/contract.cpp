@@ -110,14 +110,12 @@ nlohmann::json build_contract() {
       {"output", "fresh tensor of x's shape and dtype; never mutates or aliases x; N == 0 or an "
                  "empty batch gives an empty output"},
       {"non_finite",
-       {"a row with a NaN anywhere: every output of the row is NaN",
-        "a row with a +inf and no NaN: every output of the row is NaN (max = +inf, inf - inf is "
-        "NaN, so the sum is NaN)",
-        "a row whose every element is -inf: every output of the row is NaN (-inf - (-inf) is "
-        "NaN), as torch.softmax gives",
-        "a -inf element of a row with a finite max: output exactly 0; the other elements are the "
-        "softmax of the finite ones",
-        "finite rows never overflow: x - m <= 0 for every magnitude up to the dtype's max"}},
+       "PyTorch's semantics, row by row: a NaN anywhere makes every output of the row NaN; a +inf "
+       "(and no NaN) makes every output NaN (max = +inf, inf - inf is NaN in the sum); a row whose "
+       "every element is -inf gives NaN everywhere (-inf - (-inf) is NaN), as torch.softmax does; "
+       "a -inf element of a row with a finite max gives exactly 0 and the other elements the "
+       "softmax of the finite ones; finite rows never overflow (x - max <= 0 at any magnitude up "
+       "to the dtype's largest value)"},
       {"errors", errors},
       {"tolerance",
        {{"rule", "finite expected: |a-e| <= atol + rtol*|e|; NaN positions equal; signed Inf "
