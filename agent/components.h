@@ -2,13 +2,21 @@
 // inspection + GPU worker device gates, evaluator/pipeline.h) and the holdout runner (one fresh GPU
 // worker on the unsealed suite). A probe worker at start-up tells whether a device is present, so
 // the session records the device and a CPU-only run says once why the device gates do not run.
+//
+// Several GPUs (issue 26): the probe lists every device the worker sees, `--devices` picks some
+// (default all), and the evaluator is the multi-device Scheduler (agent/scheduler.h) with one
+// GpuDeviceWorker per chosen device, its processes pinned with CUDA_VISIBLE_DEVICES.
 #pragma once
 
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "agent/loop.h"
+#include "agent/scheduler.h"
 #include "evaluator/device_gates.h"
+#include "evaluator/throughput.h"
 
 namespace kloop::agent {
 
@@ -17,14 +25,44 @@ struct DeviceOptions {
   double worker_timeout_s = 120; // watchdog per GPU worker batch (public suite)
   std::uint64_t public_seed = 1; // seed of the public suite
   double build_timeout_s = 20;   // wall-clock deadline of one sandboxed build
+  // `--devices`: "all" (every device the probe sees; none on a machine without one), "none" (no
+  // device gates: they report not_run), or a comma list of indices among the visible devices
+  // and GPU-/MIG- UUIDs ("0,1").
+  std::string devices = "all";
+  evaluator::ThroughputOptions throughput; // KLOOP_THROUGHPUT (evaluator/throughput.h)
 };
+
+// A `--devices` value that cannot be honoured (bad syntax, an index the machine does not have, a
+// device named twice): a usage error; the message names the entry and what is accepted.
+class DeviceSelectionError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+// Checks the syntax of a `--devices` value (no device count needed); throws DeviceSelectionError.
+void check_devices_syntax(const std::string& spec);
+
+// The CUDA_VISIBLE_DEVICES value of every device `spec` selects among `count` visible devices.
+// `parent` is kloop's own CUDA_VISIBLE_DEVICES ("" when unset): index i then means its i-th entry,
+// so a pinned worker sees the GPU kloop sees as i (a Slurm task's GPUs stay its own); UUIDs are
+// passed as given. "none", or no device visible (count 0), selects none. Throws
+// DeviceSelectionError for bad syntax, an index >= count or a device named twice.
+std::vector<std::string> select_devices(const std::string& spec, int count,
+                                        const std::string& parent);
 
 class DeviceContext {
 public:
-  // Probes the device once (a `probe` worker batch) and prints one line about it to `progress`.
+  // Probes the device once (a `probe` worker batch) and prints one line about it to `progress`;
+  // with several devices chosen, each is probed pinned. Throws DeviceSelectionError for a
+  // `--devices` value this machine cannot honour.
   DeviceContext(const DeviceOptions& options, ProgressSink& progress);
   CandidateEvaluator& evaluator() { return *evaluator_; }
   HoldoutRunner& holdout_runner() { return *holdout_; }
+  // The chosen devices (CUDA_VISIBLE_DEVICES values); empty without a device.
+  const std::vector<std::string>& devices() const { return devices_; }
+  // What the session records under params "throughput": the switches, the devices, and the
+  // start-up phases (probe, baseline build) with their wall times.
+  nlohmann::json throughput_record() const;
   const std::string& device_name() const { return device_name_; }
   const std::string& driver_version() const { return driver_version_; }
   // nvidia-smi's "GPU-..." form from the probe; "" without a device.
@@ -34,6 +72,9 @@ public:
 private:
   std::unique_ptr<CandidateEvaluator> evaluator_;
   std::unique_ptr<HoldoutRunner> holdout_;
+  std::vector<std::string> devices_;
+  evaluator::ThroughputOptions throughput_;
+  nlohmann::json startup_ = nlohmann::json::array();
   std::string device_uuid_;
   std::string device_name_, driver_version_;
   bool has_device_ = false;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <exception>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -114,6 +116,27 @@ ProviderResponse HttpJsonProvider::complete(const ProviderRequest& request) {
                             r.http_status, ex.url, reply.error));
   out.outcome = ProviderOutcome::kOk;
   out.text = std::move(reply.text);
+  return out;
+}
+
+std::vector<ProviderResponse>
+HttpJsonProvider::complete_batch(const std::vector<ProviderRequest>& requests) {
+  if (requests.size() <= 1) return Provider::complete_batch(requests);
+  std::vector<ProviderResponse> out(requests.size());
+  std::vector<std::exception_ptr> failures(requests.size()); // complete()'s InfraError, rethrown
+  {
+    std::vector<std::jthread> threads;
+    for (std::size_t i = 0; i < requests.size(); ++i)
+      threads.emplace_back([this, &out, &failures, &requests, i] {
+        try {
+          out[i] = complete(requests[i]);
+        } catch (...) {
+          failures[i] = std::current_exception();
+        }
+      });
+  }
+  for (const auto& f : failures)
+    if (f) std::rethrow_exception(f);
   return out;
 }
 

@@ -60,6 +60,9 @@ struct ApiReply {
 class HttpJsonProvider : public Provider {
 public:
   ProviderResponse complete(const ProviderRequest& request) override;
+  // One thread per request (each transfer its own easy handle); answers in request order.
+  std::vector<ProviderResponse>
+  complete_batch(const std::vector<ProviderRequest>& requests) override;
 
 protected:
   HttpJsonProvider(HttpProviderConfig config, ProviderRuntime runtime, std::string api_key);

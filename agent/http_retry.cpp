@@ -39,6 +39,7 @@ std::chrono::milliseconds RetryingHttpClient::backoff(int retry, const HttpRespo
                                    static_cast<double>(1LL << shift),
                                static_cast<double>(policy_.max_backoff.count()));
   std::uniform_real_distribution<double> jitter(0.5, 1.0);
+  std::lock_guard<std::mutex> lock(rng_mu_); // parallel requests share one client
   return std::chrono::milliseconds(static_cast<long long>(base * jitter(rng_)));
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <random>
 #include <string>
 #include <string_view>
@@ -48,6 +49,7 @@ private:
   HttpTransport& transport_;
   Clock& clock_;
   RetryPolicy policy_;
+  std::mutex rng_mu_; // post() may run from several threads (HttpJsonProvider::complete_batch)
   std::mt19937_64 rng_;
 };
 

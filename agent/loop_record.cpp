@@ -166,18 +166,104 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
                          const ProviderResponse& response, const evaluator::Candidate& candidate,
                          bool parsed, const std::optional<evaluator::Evaluation>& evaluation,
                          const evaluator::PublicReport& report, double wall_s) {
+  CandidateRun run{request, response, candidate, parsed, evaluation, report};
+  iteration(session_id, index, std::vector<CandidateRun>{std::move(run)}, wall_s);
+}
+
+void Recorder::iteration(std::int64_t session_id, int index, const std::vector<CandidateRun>& runs,
+                         double wall_s, const nlohmann::json& notes) {
   auto step = store_.begin_step();
   store::IterationRecord it;
   it.session_id = session_id;
   it.index = index;
   it.wall_ms = wall_s * 1000.0;
-  it.notes = {{"verdict", evaluator::verdict_name(report.verdict)},
-              {"prompt_sha256", prompt_sha256(request)}};
+  const CandidateRun* first = nullptr; // the first run with a report
+  for (const auto& r : runs)
+    if (r.report && !first) first = &r;
+  it.notes = {
+      {"verdict", first ? evaluator::verdict_name(first->report->verdict) : "none"},
+      {"prompt_sha256", runs.empty() ? std::string() : prompt_sha256(runs.front().request)}};
+  if (runs.size() > 1) {
+    nlohmann::json verdicts = nlohmann::json::array();
+    for (const auto& r : runs)
+      verdicts.push_back(r.report ? nlohmann::json(evaluator::verdict_name(r.report->verdict))
+                                  : nlohmann::json(nullptr));
+    it.notes["candidates"] = runs.size();
+    it.notes["verdicts"] = verdicts;
+  }
+  if (notes.is_object()) it.notes.update(notes);
   step.add_iteration(it);
-  add_exchange(step, it.id, request, response);
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const CandidateRun& run = runs[k];
+    if (run.report) {
+      add_candidate(step, it.id, static_cast<int>(k), run);
+      continue;
+    }
+    add_exchange(step, it.id, run.request, run.response); // no candidate: the exchange alone
+    if (!run.response.text.empty()) {
+      store::ArtifactRecord a;
+      a.iteration_id = it.id;
+      a.kind = ArtifactKind::kResponse;
+      a.name = "reply.txt";
+      step.add_artifact(a, run.response.text);
+    }
+  }
+  step.commit();
+}
 
+namespace {
+
+// The tool_calls rows of one candidate's processes, with each GPU worker's peak device memory as
+// telemetry tied to its row (issue 8).
+void add_tool_calls(store::Store::Step& step, std::int64_t iteration_id, std::int64_t candidate_id,
+                    const std::vector<evaluator::ToolCall>& calls) {
+  for (const auto& t : calls) {
+    store::ToolCallRecord tr;
+    tr.iteration_id = iteration_id;
+    tr.candidate_id = candidate_id;
+    tr.tool = t.detail.is_object() && t.detail.contains("tool")
+                  ? t.detail.value("tool", std::string("?"))
+                  : (t.argv.empty() ? std::string("?") : t.argv.front());
+    if (t.detail.is_object()) tr.tool_version = t.detail.value("tool_version", std::string());
+    tr.argv = t.argv;
+    tr.cwd = t.cwd;
+    tr.exit_code = t.exit_code;
+    if (t.term_signal != 0) tr.signal = t.term_signal;
+    tr.wall_ms = t.wall_ms;
+    tr.user_ms = t.user_cpu_ms;
+    tr.sys_ms = t.sys_cpu_ms;
+    tr.max_rss_kb = t.max_rss_kib;
+    tr.stdout_sha256 = step.put_blob(t.stdout_text);
+    tr.stderr_sha256 = step.put_blob(t.stderr_text);
+    step.add_tool_call(tr);
+    // A GPU worker process (plain, under compute-sanitizer or ncu): its peak device memory,
+    // tied to the tool_calls row (issue 8: each GPU worker's peak is recorded in the store).
+    if (t.detail.is_object() && t.detail.contains("device_memory")) {
+      store::TelemetryRecord m;
+      m.candidate_id = candidate_id;
+      m.kind = "device_memory";
+      m.data = t.detail;
+      m.data["tool_call_id"] = tr.id;
+      m.data["wall_ms"] = t.wall_ms;
+      m.data["max_rss_kib"] = t.max_rss_kib;
+      step.add_telemetry(m);
+    }
+  }
+}
+
+} // namespace
+
+void Recorder::add_candidate(store::Store::Step& step, std::int64_t iteration_id, int ordinal,
+                             const CandidateRun& run) {
+  add_exchange(step, iteration_id, run.request, run.response);
+  const auto& response = run.response;
+  const auto& candidate = run.candidate;
+  const bool parsed = run.parsed;
+  const auto& evaluation = run.evaluation;
+  const evaluator::PublicReport& report = *run.report;
   store::CandidateRecord c;
-  c.iteration_id = it.id;
+  c.iteration_id = iteration_id;
+  c.ordinal = ordinal;
   if (parsed) {
     c.source_sha256 = step.put_blob(candidate.source);
     c.manifest_sha256 = step.put_blob(candidate.manifest_text);
@@ -195,16 +281,16 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
   step.add_candidate(c);
   if (!response.text.empty()) { // the reply text itself: the assistant turn after a resume
     store::ArtifactRecord a;
-    a.iteration_id = it.id;
+    a.iteration_id = iteration_id;
     a.candidate_id = c.id;
     a.kind = ArtifactKind::kResponse;
     a.name = "reply.txt";
     step.add_artifact(a, response.text);
   }
 
-  int ordinal = 0;
+  int gate_ordinal = 0;
   for (const auto& g : stored.gates) {
-    store::GateRecord gr = gate_record(g, ordinal++);
+    store::GateRecord gr = gate_record(g, gate_ordinal++);
     gr.candidate_id = c.id;
     step.add_gate(gr);
   }
@@ -213,7 +299,7 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
   if (const auto* g = report.find(evaluator::kGateCorrectness);
       g && g->evidence.is_object() && g->evidence.contains("raw_case_results")) {
     store::ArtifactRecord a;
-    a.iteration_id = it.id;
+    a.iteration_id = iteration_id;
     a.candidate_id = c.id;
     a.kind = ArtifactKind::kCaseResults;
     a.name = "case_results.json";
@@ -224,7 +310,7 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
     auto artifact = [&](ArtifactKind kind, const char* name, const std::string& bytes) {
       if (bytes.empty()) return;
       store::ArtifactRecord a;
-      a.iteration_id = it.id;
+      a.iteration_id = iteration_id;
       a.candidate_id = c.id;
       a.kind = kind;
       a.name = name;
@@ -259,57 +345,34 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
       step.add_benchmark(b);
     }
   }
-  if (evaluation) {
-    for (const auto& t : evaluation->tool_calls) {
-      store::ToolCallRecord tr;
-      tr.iteration_id = it.id;
-      tr.candidate_id = c.id;
-      tr.tool = t.detail.is_object() && t.detail.contains("tool")
-                    ? t.detail.value("tool", std::string("?"))
-                    : (t.argv.empty() ? std::string("?") : t.argv.front());
-      if (t.detail.is_object()) tr.tool_version = t.detail.value("tool_version", std::string());
-      tr.argv = t.argv;
-      tr.cwd = t.cwd;
-      tr.exit_code = t.exit_code;
-      if (t.term_signal != 0) tr.signal = t.term_signal;
-      tr.wall_ms = t.wall_ms;
-      tr.user_ms = t.user_cpu_ms;
-      tr.sys_ms = t.sys_cpu_ms;
-      tr.max_rss_kb = t.max_rss_kib;
-      tr.stdout_sha256 = step.put_blob(t.stdout_text);
-      tr.stderr_sha256 = step.put_blob(t.stderr_text);
-      step.add_tool_call(tr);
-      // A GPU worker process (plain, under compute-sanitizer or ncu): its peak device memory,
-      // tied to the tool_calls row (issue 8: each GPU worker's peak is recorded in the store).
-      if (t.detail.is_object() && t.detail.contains("device_memory")) {
-        store::TelemetryRecord m;
-        m.candidate_id = c.id;
-        m.kind = "device_memory";
-        m.data = t.detail;
-        m.data["tool_call_id"] = tr.id;
-        m.data["wall_ms"] = t.wall_ms;
-        m.data["max_rss_kib"] = t.max_rss_kib;
-        step.add_telemetry(m);
-      }
-    }
+  if (evaluation) add_tool_calls(step, iteration_id, c.id, evaluation->tool_calls);
+  if (evaluation) { // where the evaluation's time went (store/phase_view.h reads it)
+    store::TelemetryRecord t;
+    t.candidate_id = c.id;
+    t.kind = "phases";
+    t.data = evaluator::phases_telemetry(evaluation->phases, evaluation->wall_ms);
+    step.add_telemetry(t);
   }
-  step.commit();
 }
 
-std::optional<Recorder::PublicState> Recorder::last_public_state(std::int64_t session_id) {
+std::vector<Recorder::PublicState> Recorder::last_public_state(std::int64_t session_id) {
   const auto detail = store_.load_session(session_id);
   for (auto it = detail.iterations.rbegin(); it != detail.iterations.rend(); ++it) {
     if (it->candidates.empty() || it->responses.empty()) continue;
-    PublicState state;
-    state.iteration = it->iteration.index;
-    const auto& cand = it->candidates.front().candidate;
-    state.report = evaluator::PublicReport::from_json(cand.report);
-    if (!cand.source_sha256.empty()) state.source = store_.blob(cand.source_sha256);
-    for (const auto& a : it->candidates.front().artifacts)
-      if (a.name == "reply.txt") state.reply = store_.blob(a.sha256);
-    return state;
+    std::vector<PublicState> states;
+    for (const auto& cd : it->candidates) {
+      PublicState state;
+      state.iteration = it->iteration.index;
+      const auto& cand = cd.candidate;
+      state.report = evaluator::PublicReport::from_json(cand.report);
+      if (!cand.source_sha256.empty()) state.source = store_.blob(cand.source_sha256);
+      for (const auto& a : cd.artifacts)
+        if (a.name == "reply.txt") state.reply = store_.blob(a.sha256);
+      states.push_back(std::move(state));
+    }
+    return states;
   }
-  return std::nullopt;
+  return {};
 }
 
 } // namespace kloop::agent

@@ -63,12 +63,32 @@ double Pricing::cost_usd(const TokenUsage& usage) const {
          1e6;
 }
 
+std::vector<ProviderResponse>
+Provider::complete_batch(const std::vector<ProviderRequest>& requests) {
+  std::vector<ProviderResponse> out;
+  for (const auto& r : requests) {
+    if (!out.empty() && out.back().outcome == ProviderOutcome::kCancelled) {
+      ProviderResponse c;
+      c.outcome = ProviderOutcome::kCancelled;
+      c.error = "cancelled before this candidate's request was sent";
+      c.exchange.provider = name();
+      c.exchange.error = c.error;
+      out.push_back(std::move(c));
+      continue;
+    }
+    out.push_back(complete(r));
+  }
+  return out;
+}
+
 void Budget::charge(const TokenUsage& usage, const Pricing& pricing) {
+  std::lock_guard<std::mutex> lock(mu_);
   tokens_used_ += usage.total();
   cost_used_usd_ += pricing.cost_usd(usage);
 }
 
 std::optional<std::string> Budget::exhausted() const {
+  std::lock_guard<std::mutex> lock(mu_);
   if (max_tokens_ && tokens_used_ >= *max_tokens_)
     return fmt::format("token budget spent: {} of {} tokens used; raise the token budget or stop",
                        tokens_used_, *max_tokens_);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +32,10 @@ struct ProviderRequest {
   int max_tokens = 8192;         // reply token limit sent to the API
   double temperature = 0.2;      // sampling temperature sent to the API
   int iteration = 0;
+  // Which of the iteration's candidates this request asks for (`--candidates-per-iteration`,
+  // 0-based, of `candidates`); labels the call only (not part of the prompt or its hash).
+  int candidate = 0;
+  int candidates = 1;
 };
 
 // Token counts as the API reported them (0 when the API did not report them).
@@ -88,6 +93,12 @@ public:
   // Sends one request. Never throws for expected outcomes (see ProviderOutcome); may throw
   // evaluator::InfraError for failures of kloop itself (e.g. libcurl cannot be initialised).
   virtual ProviderResponse complete(const ProviderRequest& request) = 0;
+  // The requests of one iteration's candidates (`--candidates-per-iteration`), answers in their
+  // order. Default: complete() one after another, stopping (kCancelled for the rest) when one
+  // is cancelled. The HTTP providers send them in parallel; the offline generator proposes that
+  // many distinct variants. One request: the same as complete().
+  virtual std::vector<ProviderResponse>
+  complete_batch(const std::vector<ProviderRequest>& requests);
   // The loop hands every provider the previous iteration's public report (PublicReport::to_json())
   // before the next complete(). LLM providers see it only through the rendered feedback prompt and
   // ignore this; the offline generator's policy reads it directly. Never receives holdout data.
@@ -108,6 +119,8 @@ struct Pricing {
 
 // Token and cost budget of one session. A provider checks it before each request (a spent budget
 // gives kBudgetExceeded and sends nothing) and charges it with the usage of each reply.
+// Thread-safe (parallel requests of one iteration); requests sent together are all checked before
+// any is charged, so one batch can pass the budget by its own replies.
 class Budget {
 public:
   // nullopt = no limit on that axis.
@@ -117,12 +130,19 @@ public:
   // Why no further request may be sent ("token budget spent: 12000 of 10000 tokens used"), or
   // nullopt while the budget lasts.
   std::optional<std::string> exhausted() const;
-  std::int64_t tokens_used() const { return tokens_used_; }
-  double cost_used_usd() const { return cost_used_usd_; }
+  std::int64_t tokens_used() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tokens_used_;
+  }
+  double cost_used_usd() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cost_used_usd_;
+  }
 
 private:
   std::optional<std::int64_t> max_tokens_;
   std::optional<double> max_cost_usd_;
+  mutable std::mutex mu_;
   std::int64_t tokens_used_ = 0;
   double cost_used_usd_ = 0.0;
 };

@@ -11,6 +11,7 @@
 #include "app/commands.h"
 #include "evaluator/pipeline.h"
 #include "evaluator/subprocess.h"
+#include "evaluator/throughput.h"
 #include "store/text_view.h"
 
 namespace kloop::app {
@@ -27,6 +28,7 @@ struct EvaluateArgs {
   bool json = false;
   bool no_sandbox = false;
   double build_timeout_s = 20;
+  std::string devices = "all"; // the candidate runs on the first chosen device
 };
 
 void print_table(const evaluator::PublicReport& report) {
@@ -40,6 +42,15 @@ void print_table(const evaluator::PublicReport& report) {
   for (const auto& [name, sha] : report.artifacts)
     std::printf("artifact %-14s sha256 %s\n", name.c_str(), sha.c_str());
   std::printf("verdict: %s\n", std::string(evaluator::verdict_name(report.verdict)).c_str());
+}
+
+// Every phase of the evaluation with its start and wall time (evaluator/phases.h).
+void print_phases(const evaluator::Evaluation& ev) {
+  std::printf("time %.2f s:\n", ev.wall_ms / 1000);
+  for (const auto& p : ev.phases)
+    std::printf("  %-34s %s%8.3f s (at %.3f s)%s\n", p.name.c_str(), p.nested ? "  " : "",
+                p.wall_ms / 1000, p.start_ms / 1000,
+                p.device.empty() ? "" : (" device " + p.device).c_str());
 }
 
 int run_evaluate(const EvaluateArgs& a) {
@@ -69,12 +80,27 @@ int run_evaluate(const EvaluateArgs& a) {
   agent::DeviceOptions device_options;
   device_options.no_sandbox = a.no_sandbox;
   device_options.build_timeout_s = a.build_timeout_s;
-  agent::DeviceContext device(device_options, progress);
-  auto ev = device.evaluator().evaluate(*loaded.candidate);
-  if (a.json)
-    std::printf("%s\n", ev.report.to_json().dump(2).c_str());
-  else
+  device_options.devices = a.devices;
+  try {
+    device_options.throughput = evaluator::throughput_from_env();
+  } catch (const std::invalid_argument& e) {
+    return usage_error(e.what());
+  }
+  std::optional<agent::DeviceContext> device;
+  try {
+    device.emplace(device_options, progress);
+  } catch (const agent::DeviceSelectionError& e) {
+    return usage_error(e.what());
+  }
+  auto ev = device->evaluator().evaluate(*loaded.candidate);
+  if (a.json) { // the public report, plus where its time went (evaluator/phases.h)
+    nlohmann::json doc = ev.report.to_json();
+    doc["phases"] = evaluator::phases_telemetry(ev.phases, ev.wall_ms);
+    std::printf("%s\n", doc.dump(2).c_str());
+  } else {
     print_table(ev.report);
+    print_phases(ev);
+  }
   // kloop's own host-memory peak, children excluded (stderr: --json keeps stdout the report).
   std::fprintf(stderr, "kloop peak RSS %ld MiB\n", (evaluator::self_max_rss_kib() + 1023) / 1024);
   switch (ev.report.verdict) {
@@ -103,6 +129,10 @@ void register_evaluate(CLI::App& app, int& exit_code) {
                 "Build without namespace isolation (recorded; only for trusted sources)");
   sub->add_option("--build-timeout", args->build_timeout_s,
                   "Wall-clock limit of one build in seconds (default 20)");
+  sub->add_option("--devices", args->devices,
+                  "GPUs to consider: all (default), none, or a comma list of indices / GPU UUIDs; "
+                  "the candidate runs on the first")
+      ->check(devices_check());
   sub->callback([args, &exit_code] {
     try {
       exit_code = run_evaluate(*args);

@@ -15,6 +15,7 @@
 #include "agent/replay_provider.h"
 #include "app/commands.h"
 #include "evaluator/subprocess.h"
+#include "evaluator/throughput.h"
 #include "store/error.h"
 #include "store/receipt.h"
 
@@ -41,11 +42,13 @@ struct OptimizeArgs {
   std::int64_t max_tokens = 0;
   double max_cost_usd = 0;
   double worker_timeout_s = 120;
+  std::string devices = "all";      // --devices (agent/components.h)
+  int candidates_per_iteration = 1; // --candidates-per-iteration
   // Which flags were given on the command line: a resume takes the recorded value of each one
   // left out and refuses one that differs from the record.
   bool provider_given = false, model_given = false, base_url_given = false;
   bool api_key_env_given = false, budget_given = false, seed_given = false;
-  bool replay_session_given = false;
+  bool replay_session_given = false, candidates_given = false;
 };
 
 class StdoutProgress : public agent::ProgressSink {
@@ -68,10 +71,18 @@ std::vector<agent::ReplayRecord> replay_records(store::Store& st, std::int64_t i
     agent::ReplayRecord r;
     r.iteration = it.iteration.index;
     r.prompt_sha256 = it.iteration.notes.value("prompt_sha256", std::string());
+    // One record per candidate, in order (`--candidates-per-iteration` records several); an
+    // iteration without a candidate (a provider error) serves one empty reply, as recorded.
+    std::size_t replies = 0;
     for (const auto& c : it.candidates)
       for (const auto& a : c.artifacts)
-        if (a.name == "reply.txt") r.response_text = st.blob(a.sha256);
-    records.push_back(std::move(r));
+        if (a.name == "reply.txt") {
+          agent::ReplayRecord one = r;
+          one.response_text = st.blob(a.sha256);
+          records.push_back(std::move(one));
+          ++replies;
+        }
+    if (replies == 0) records.push_back(std::move(r));
   }
   return records;
 }
@@ -153,6 +164,11 @@ std::string take_recorded(OptimizeArgs& a, const store::SessionRecord& s) {
   if (a.seed_given && static_cast<std::int64_t>(a.seed) != s.seed)
     return refuse("--seed", std::to_string(s.seed), std::to_string(a.seed));
   a.seed = static_cast<std::uint64_t>(s.seed);
+  const int recorded_k = s.params.value("candidates_per_iteration", 1);
+  if (a.candidates_given && a.candidates_per_iteration != recorded_k)
+    return refuse("--candidates-per-iteration", std::to_string(recorded_k),
+                  std::to_string(a.candidates_per_iteration));
+  a.candidates_per_iteration = recorded_k;
   // The key's variable is not part of the generator: a new one may be given (a rotated key).
   if (!a.api_key_env_given) a.api_key_env = s.params.value("api_key_env", std::string());
   return "";
@@ -173,6 +189,61 @@ std::string unused_flags(const OptimizeArgs& a) {
                            "no model and sends nothing (drop {} or choose a provider)",
                            flag, flag);
   return "";
+}
+
+// What the session records about this run: the throughput switches, devices and start-up
+// phases (issue 26), and kloop's own host-memory peak (issue 8: under 1 GiB; a resumed session
+// keeps the larger peak). A store error is reported and does not change the exit code.
+void record_run(store::Store& st, std::int64_t session_id, const agent::DeviceContext& device,
+                long rss_kib) {
+  if (session_id <= 0) return;
+  try { // the throughput switches, devices and start-up phases of this run (issue 26)
+    st.set_session_param(session_id, "throughput", device.throughput_record());
+  } catch (const store::StoreError& e) {
+    std::fprintf(stderr, "kloop optimize: could not record the throughput settings: %s\n",
+                 e.what());
+  }
+  try {
+    long peak = rss_kib;
+    const auto prior =
+        st.load_session(session_id).session.params.value("resources", nlohmann::json::object());
+    peak = std::max(peak, prior.value("kloop_peak_rss_kib", 0L));
+    st.set_session_param(
+        session_id, "resources",
+        {{"kloop_peak_rss_kib", peak},
+         {"last_run_peak_rss_kib", rss_kib},
+         {"scope", "the kloop process only: getrusage(RUSAGE_SELF).ru_maxrss, children "
+                   "(build and GPU workers, sanitizer, ncu) excluded; their peaks are on "
+                   "their tool_calls rows"}});
+  } catch (const store::StoreError& e) {
+    std::fprintf(stderr, "kloop optimize: could not record the peak RSS: %s\n", e.what());
+  }
+}
+
+// The session's outcome on stdout: the LoopResult as JSON, or the iteration table and the
+// decision.
+void print_result(const OptimizeArgs& a, const agent::LoopResult& r, long rss_kib) {
+  if (a.json) {
+    nlohmann::json out = r.to_json();
+    out["kloop_peak_rss_kib"] = rss_kib;
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::printf("\n%-10s %-26s %-9s %s\n", "iteration", "verdict", "seconds", "speed-up");
+    for (const auto& it : r.iterations) {
+      const std::string label = a.candidates_per_iteration > 1
+                                    ? fmt::format("{}.{}", it.index + 1, it.candidate + 1)
+                                    : std::to_string(it.index + 1);
+      std::printf("%-10s %-26s %-9.1f %s\n", label.c_str(), it.verdict.c_str(),
+                  a.candidates_per_iteration > 1 ? it.evaluation_s : it.wall_s,
+                  it.speedup ? fmt::format("{:.3f}x", *it.speedup).c_str() : "-");
+    }
+    std::printf("\nsession %lld: %s\n  %s\n", static_cast<long long>(r.session_id),
+                r.decision.c_str(), r.reason.c_str());
+    if (!r.export_dir.empty()) std::printf("  promoted artifact: %s\n", r.export_dir.c_str());
+    std::printf("  store: %s (kloop show %lld)\n", a.store_dir.c_str(),
+                static_cast<long long>(r.session_id));
+    std::printf("  kloop peak RSS %ld MiB\n", (rss_kib + 1023) / 1024);
+  }
 }
 
 int run_optimize(OptimizeArgs a) {
@@ -239,11 +310,26 @@ int run_optimize(OptimizeArgs a) {
   if (!provider)
     if (const int rc = build_provider()) return rc;
   StdoutProgress progress(a.json);
-  agent::DeviceContext device(agent::DeviceOptions{a.no_sandbox, a.worker_timeout_s, a.seed},
-                              progress);
+  agent::DeviceOptions device_options{a.no_sandbox, a.worker_timeout_s, a.seed};
+  device_options.devices = a.devices;
+  try {
+    device_options.throughput = evaluator::throughput_from_env();
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "kloop optimize: %s\n", e.what());
+    return kExitUsage;
+  }
+  std::optional<agent::DeviceContext> device_context;
+  try {
+    device_context.emplace(device_options, progress);
+  } catch (const agent::DeviceSelectionError& e) {
+    std::fprintf(stderr, "kloop optimize: %s\n", e.what());
+    return kExitUsage;
+  }
+  agent::DeviceContext& device = *device_context;
 
   agent::LoopOptions o;
   o.budget = a.budget;
+  o.candidates_per_iteration = a.candidates_per_iteration;
   o.seed = a.seed;
   o.provider_name = a.provider;
   o.model = a.model;
@@ -251,6 +337,8 @@ int run_optimize(OptimizeArgs a) {
               {"api_key_env", a.api_key_env},
               {"no_sandbox", a.no_sandbox},
               {"replay_session", a.replay_session}};
+  if (a.candidates_per_iteration != 1)
+    o.params["candidates_per_iteration"] = a.candidates_per_iteration;
   if (a.resume > 0) o.resume_session = a.resume;
   o.cli_operator = a.op;
   o.holdout_dir = std::filesystem::path(a.store_dir) / "holdout";
@@ -277,43 +365,25 @@ int run_optimize(OptimizeArgs a) {
   // kloop's own host-memory peak (issue 8: under 1 GiB), children (workers) excluded; recorded
   // with the session so `kloop show` can print it. A resumed session keeps the larger peak.
   const long rss_kib = evaluator::self_max_rss_kib();
-  if (r.session_id > 0) {
-    try {
-      long peak = rss_kib;
-      const auto prior = st->load_session(r.session_id)
-                             .session.params.value("resources", nlohmann::json::object());
-      peak = std::max(peak, prior.value("kloop_peak_rss_kib", 0L));
-      st->set_session_param(
-          r.session_id, "resources",
-          {{"kloop_peak_rss_kib", peak},
-           {"last_run_peak_rss_kib", rss_kib},
-           {"scope", "the kloop process only: getrusage(RUSAGE_SELF).ru_maxrss, children "
-                     "(build and GPU workers, sanitizer, ncu) excluded; their peaks are on "
-                     "their tool_calls rows"}});
-    } catch (const store::StoreError& e) {
-      std::fprintf(stderr, "kloop optimize: could not record the peak RSS: %s\n", e.what());
-    }
-  }
-  if (a.json) {
-    nlohmann::json out = r.to_json();
-    out["kloop_peak_rss_kib"] = rss_kib;
-    std::cout << out.dump(2) << "\n";
-  } else {
-    std::printf("\n%-10s %-26s %-9s %s\n", "iteration", "verdict", "seconds", "speed-up");
-    for (const auto& it : r.iterations)
-      std::printf("%-10d %-26s %-9.1f %s\n", it.index + 1, it.verdict.c_str(), it.wall_s,
-                  it.speedup ? fmt::format("{:.3f}x", *it.speedup).c_str() : "-");
-    std::printf("\nsession %lld: %s\n  %s\n", static_cast<long long>(r.session_id),
-                r.decision.c_str(), r.reason.c_str());
-    if (!r.export_dir.empty()) std::printf("  promoted artifact: %s\n", r.export_dir.c_str());
-    std::printf("  store: %s (kloop show %lld)\n", a.store_dir.c_str(),
-                static_cast<long long>(r.session_id));
-    std::printf("  kloop peak RSS %ld MiB\n", (rss_kib + 1023) / 1024);
-  }
+  record_run(*st, r.session_id, device, rss_kib);
+  print_result(a, r, rss_kib);
   return r.exit_code;
 }
 
 } // namespace
+
+CLI::Validator devices_check() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        try {
+          agent::check_devices_syntax(text);
+        } catch (const agent::DeviceSelectionError& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "DEVICES");
+}
 
 void register_optimize(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<OptimizeArgs>();
@@ -352,6 +422,13 @@ void register_optimize(CLI::App& app, int& exit_code) {
   sub->add_option("--worker-timeout", args->worker_timeout_s,
                   "Watchdog deadline per GPU worker batch, seconds")
       ->check(CLI::Range(1.0, 3600.0));
+  sub->add_option("--devices", args->devices,
+                  "GPUs to use: all (default), none, or a comma list of indices / GPU UUIDs")
+      ->check(devices_check());
+  auto* candidates =
+      sub->add_option("--candidates-per-iteration", args->candidates_per_iteration,
+                      "Candidates per iteration, evaluated in parallel across devices (1-16)")
+          ->check(CLI::Range(1, 16));
   sub->callback([=, &exit_code] {
     args->provider_given = provider->count() > 0;
     args->model_given = model->count() > 0;
@@ -360,6 +437,7 @@ void register_optimize(CLI::App& app, int& exit_code) {
     args->budget_given = budget->count() > 0;
     args->seed_given = seed->count() > 0;
     args->replay_session_given = replay_session->count() > 0;
+    args->candidates_given = candidates->count() > 0;
     exit_code = run_optimize(*args);
   });
 }

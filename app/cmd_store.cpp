@@ -21,6 +21,7 @@
 #include "store/compare.h"
 #include "store/error.h"
 #include "store/html_report.h"
+#include "store/phase_view.h"
 #include "store/receipt.h"
 #include "store/replay.h"
 #include "store/store.h"
@@ -355,9 +356,11 @@ void cmd_show(const Opts& o) {
                                           store::replace_invalid_utf8(tc.name)),
                               -1));
       out += candidate_resources_text(c);
+      out += store::candidate_phase_text(c);
     }
   }
-  out += store::holdout_text(d); // store/text_view.h, shared with the HTML report
+  out += store::phase_summary_text(d); // where the time went (store/phase_view.h)
+  out += store::holdout_text(d);       // store/text_view.h, shared with the HTML report
   if (d.promotion)
     out +=
         fmt::format("promotion: {} (candidate {}): {}\n", store::name(d.promotion->decision),

@@ -96,6 +96,7 @@ std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 
 #include "evaluator/ncu.h"
 #include "evaluator/perf_gates.h"
@@ -159,6 +160,7 @@ GpuRunResult benchmark_run(const BuiltCandidate& built, const GpuGatesOptions& o
   req.cases = nlohmann::json::array();
   perf::BenchProtocol protocol;
   protocol.time_cap_s = o.bench_time_cap_s;
+  protocol.stop_rule = o.bench_stop_rule;
   protocol.max_rounds = 200;
   req.options["benchmark"] =
       perf::bench_request(rmsnorm::benchmark_shapes(), protocol, "bench_raw.json");
@@ -172,8 +174,21 @@ GpuRunResult benchmark_run(const BuiltCandidate& built, const GpuGatesOptions& o
   GpuRunOptions ro = o.runner;
   ro.deadline = o.bench_deadline;
   ro.work_dir = dir.path;
+  ro.work = DeviceWork::kTimed; // alone on its device
+  const std::string protocol_sha256 = store::sha256_hex(req.options.dump());
+  if (o.copy_ceiling) {
+    std::lock_guard<std::mutex> lock(o.copy_ceiling->mu);
+    if (o.copy_ceiling->measured.is_object())
+      req.options["copy_ceiling_given"] = o.copy_ceiling->measured;
+  }
   GpuRunResult run = run_gpu_worker(req, ro);
-  run.result["protocol_sha256"] = store::sha256_hex(req.options.dump());
+  run.result["protocol_sha256"] = protocol_sha256;
+  if (o.copy_ceiling && run.status == GateStatus::kPass && run.result.is_object() &&
+      run.result.contains("benchmark") && !req.options.contains("copy_ceiling_given")) {
+    std::lock_guard<std::mutex> lock(o.copy_ceiling->mu);
+    const auto& c = run.result["benchmark"].value("copy_ceiling", nlohmann::json());
+    if (!o.copy_ceiling->measured.is_object() && c.is_object()) o.copy_ceiling->measured = c;
+  }
   run.result["baseline_label"] =
       o.baseline_cubin.empty()
           ? "trusted reference kernel (fp32 accumulation, one final cast)"
@@ -205,26 +220,31 @@ GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
   config.work_dir = dir.path.string();
   config.worker_result_path = (dir.path / "result.json").string();
   config.deadline_per_tool = o.sanitizer_deadline;
+  config.fail_fast = o.sanitizer_fail_fast;
+  config.concurrent = o.sanitizer_concurrent;
+  config.request_files = {"kernel.cubin", "kernel.cu", "request.json"};
   config.env = {{"PATH", "/usr/local/cuda/bin:/usr/bin:/bin"},
                 {"HOME", dir.path.string()},
                 {"TMPDIR", dir.path.string()}};
   // No network for the sanitized worker either: unshare -n wraps compute-sanitizer.
   const bool isolate = o.runner.isolate_network && network_isolation_available();
-  const fs::path result_path = dir.path / "result.json";
-  auto runner = [isolate, calls, result_path](const std::vector<std::string>& argv,
-                                              const SubprocessOptions& so) {
+  std::mutex calls_mu; // the concurrent tools (config.concurrent) run the runner from threads
+  auto runner = [isolate, calls, &calls_mu, &o](const std::vector<std::string>& argv,
+                                                const SubprocessOptions& so) {
     std::vector<std::string> full;
     if (isolate) full = {"/usr/bin/unshare", "-n"};
     full.insert(full.end(), argv.begin(), argv.end());
-    ToolCall call = run_subprocess(full, so);
+    ToolCall call = run_on_device(full, so, o.runner, DeviceWork::kShared);
     // argv: sanitizer --tool T ... worker dir, or sanitizer --version
     const bool tool_run = argv.size() > 2 && argv[1] == "--tool";
-    call.detail = {{"tool", "compute-sanitizer"}, {"mode", tool_run ? "sanitize" : "version"}};
-    if (tool_run) {
+    call.detail.update(
+        {{"tool", "compute-sanitizer"}, {"mode", tool_run ? "sanitize" : "version"}});
+    if (tool_run) { // the worker's request folder is the last argument
       call.detail["sanitizer_tool"] = argv[2];
-      call.detail["device_memory"] =
-          device_memory_of(nlohmann::json::parse(read_text(result_path), nullptr, false));
+      call.detail["device_memory"] = device_memory_of(
+          nlohmann::json::parse(read_text(fs::path(argv.back()) / "result.json"), nullptr, false));
     }
+    std::lock_guard<std::mutex> lock(calls_mu);
     if (calls) calls->push_back(call);
     return call;
   };
@@ -297,13 +317,25 @@ std::vector<GateResult> GpuWorkerGates::run_perf_gates(const BuiltCandidate& bui
     req.cases = nlohmann::json::array();
     GpuRunOptions ro = options_.runner;
     ro.deadline = std::chrono::milliseconds(60000);
+    ro.work = DeviceWork::kTimed;
     const GpuRunResult pc = run_gpu_worker(req, ro);
     if (!pc.call.argv.empty()) calls_.push_back(pc.call);
     bg.evidence["stalls"] = pc.result.is_object() && pc.result.contains("pcsample")
                                 ? stalls_from_pcsample(pc.result["pcsample"])
                                 : nlohmann::json{{"status", "not_run"}, {"reason", pc.reason}};
   }
-  if (options_.measured_dram && bg.status == GateStatus::kPass) attach_measured_dram(built, rg);
+  if (!options_.pc_sampling && !options_.profile_skip_reason.empty() &&
+      bg.status == GateStatus::kPass)
+    bg.evidence["stalls"] = {{"status", "not_run"}, {"reason", options_.profile_skip_reason}};
+  if (options_.measured_dram && bg.status == GateStatus::kPass)
+    attach_measured_dram(built, rg);
+  else if (!options_.ncu_skip_reason.empty() && bg.status == GateStatus::kPass) {
+    const rmsnorm::BenchShape shape = measured_dram_shape();
+    rg.evidence["measured_dram"] = {
+        {"status", "not_run"},
+        {"reason", options_.ncu_skip_reason},
+        {"shape", {{"rows", shape.rows}, {"h", shape.h}, {"dtype", dtype_name(shape.dtype)}}}};
+  }
   out.push_back(bg);
   out.push_back(rg);
   return out;
@@ -346,7 +378,11 @@ void GpuWorkerGates::attach_measured_dram(const BuiltCandidate& built, GateResul
     config.deadline = options_.ncu_deadline;
     // No `unshare -n` here: ncu talks to its injected target over a loopback TCP port, which a
     // fresh network namespace does not have up. The worker is ours; the candidate is a cubin.
-    ev = ncu::run_measured_dram(config, run_subprocess, &calls_);
+    const auto on_device = [this](const std::vector<std::string>& argv,
+                                  const SubprocessOptions& so) {
+      return run_on_device(argv, so, options_.runner, DeviceWork::kTimed);
+    };
+    ev = ncu::run_measured_dram(config, on_device, &calls_);
     ev["network_isolated"] = false;
   } catch (const InfraError& e) {
     ev = {{"status", "failed"}, {"reason", e.what()}};

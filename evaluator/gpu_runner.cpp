@@ -107,6 +107,22 @@ ToolCall worker_tool_call(ToolCall call, const std::string& mode, const GpuRunRe
   return call;
 }
 
+void note_device(ToolCall& call, const GpuRunOptions& device, DeviceWork work, double wait_ms) {
+  if (!call.detail.is_object()) call.detail = nlohmann::json::object();
+  call.detail["device"] = device.device;
+  call.detail["device_work"] = device_work_name(work);
+  call.detail["device_wait_ms"] = wait_ms;
+}
+
+ToolCall run_on_device(const std::vector<std::string>& argv, SubprocessOptions options,
+                       const GpuRunOptions& device, DeviceWork work) {
+  if (!device.device.empty()) options.env["CUDA_VISIBLE_DEVICES"] = device.device;
+  const DeviceHold hold(device.access, work);
+  ToolCall call = run_subprocess(argv, options);
+  note_device(call, device, work, hold.wait_ms());
+  return call;
+}
+
 bool network_isolation_available() {
   static std::once_flag once;
   static bool available = false;
@@ -238,7 +254,7 @@ GpuRunResult run_gpu_worker(const GpuRunRequest& request, const GpuRunOptions& o
   so.output_cap = 1 << 16;
   ToolCall call;
   try {
-    call = run_subprocess(argv, so);
+    call = run_on_device(argv, so, options, options.work);
   } catch (const InfraError& e) {
     GpuRunResult r;
     r.status = GateStatus::kInfraError;
@@ -253,7 +269,13 @@ GpuRunResult run_gpu_worker(const GpuRunRequest& request, const GpuRunOptions& o
   r.device_memory = device_memory_of(r.result);
   const std::string& err = call.stderr_text;
   r.stderr_tail = err.size() > 4000 ? err.substr(err.size() - 4000) : err;
+  const nlohmann::json device_keys = call.detail; // run_on_device's keys, kept
   r.call = worker_tool_call(std::move(call), request.mode, r);
+  r.call.detail.update(device_keys);
+  if (request.cases.is_object() && request.cases.contains("suite"))
+    r.call.detail["suite"] = request.cases["suite"];
+  if (r.result.is_object() && r.result.contains("timings") && r.result["timings"].is_object())
+    r.call.detail["worker_timings"] = r.result["timings"];
   return r;
 }
 

@@ -99,15 +99,17 @@ json state_summary(const json& state, const std::string& where, bench::SpeedDeci
 } // namespace
 
 json BenchProtocol::to_json() const {
-  return {{"target_rel_half_width", target_rel_half_width},
-          {"min_rounds", min_rounds},
-          {"max_rounds", max_rounds},
-          {"time_cap_s", time_cap_s},
-          {"output_checks", output_checks},
-          {"telemetry_every_rounds", telemetry_every_rounds},
-          {"seed", seed},
-          {"warm", warm},
-          {"cold", cold}};
+  json out = {{"target_rel_half_width", target_rel_half_width},
+              {"min_rounds", min_rounds},
+              {"max_rounds", max_rounds},
+              {"time_cap_s", time_cap_s},
+              {"output_checks", output_checks},
+              {"telemetry_every_rounds", telemetry_every_rounds},
+              {"seed", seed},
+              {"warm", warm},
+              {"cold", cold}};
+  if (stop_rule != "noise") out["stop_rule"] = stop_rule;
+  return out;
 }
 
 json bench_request(const std::vector<rmsnorm::BenchShape>& shapes, const BenchProtocol& protocol,

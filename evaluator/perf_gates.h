@@ -35,6 +35,11 @@ struct BenchProtocol {
   std::uint64_t seed = 1;         // input values and the choice of checked iterations
   bool warm = true;
   bool cold = true;
+  // "noise" (both medians known to target_rel_half_width, or a cap), or "decision": also stop a
+  // state, after whole cycles of at least two cycles' rounds, once bench::decision_settled says
+  // its speed decision is settled (issue 26; evaluator/throughput.h bench_stop). to_json names it
+  // only when it is not "noise", so the noise protocol hashes as before.
+  std::string stop_rule = "noise";
   nlohmann::json to_json() const;
 };
 

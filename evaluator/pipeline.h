@@ -12,6 +12,7 @@
 #include "evaluator/build.h"
 #include "evaluator/candidate.h"
 #include "evaluator/gate.h"
+#include "evaluator/phases.h"
 #include "evaluator/subprocess.h"
 #include "kernels/rmsnorm/manifest.h"
 
@@ -57,11 +58,32 @@ struct Evaluation {
   std::optional<rmsnorm::Manifest> manifest;
   std::optional<BuildResult> build; // verbatim logs, artifacts, tool calls (for the store)
   std::vector<ToolCall> tool_calls; // every subprocess started for this candidate
+  // Where the time went (evaluator/phases.h): host phases, device processes, waits; starts in ms
+  // from `origin_ms` (steady_now_ms() when the evaluation began). wall_ms: the whole evaluation.
+  std::vector<Phase> phases;
+  double origin_ms = 0;
+  double wall_ms = 0;
 };
 
 // Evaluates `candidate`. Never throws for candidate faults; an infrastructure failure inside a
-// gate becomes that gate's infra_error.
+// gate becomes that gate's infra_error. The same as run_host_stages then run_device_stages.
 Evaluation evaluate_candidate(const Candidate& candidate, const EvaluateOptions& options,
                               DeviceGates& device);
+
+// The two halves of evaluate_candidate, so a scheduler can build and inspect the next candidates
+// on the host while the device gates of others run (agent/scheduler.h). run_host_stages runs the
+// contract, build and static gates; when one does not pass, the evaluation is complete (the rest
+// not_run, verdict decided) and `device_ready` is false. `origin_ms` is the start of the
+// evaluation (phase times are relative to it; default: now).
+struct HostStages {
+  Evaluation evaluation;
+  bool device_ready = false; // every host gate passed: run_device_stages next
+};
+HostStages run_host_stages(const Candidate& candidate, const EvaluateOptions& options,
+                           double origin_ms = 0);
+// The device gates of a candidate whose host gates passed, appended to `host`'s evaluation with
+// their processes' phases; then the verdict and wall time. `candidate` is the one the host stages
+// ran on. A `host` that is not device_ready is returned as it is.
+Evaluation run_device_stages(HostStages host, const Candidate& candidate, DeviceGates& device);
 
 } // namespace kloop::evaluator

@@ -1,5 +1,6 @@
 #include "feedback/feedback.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include <fmt/format.h>
@@ -107,6 +108,37 @@ FeedbackPayload build_feedback(const evaluator::PublicReport& report,
   if (!stalls && bench) stalls = member(bench->evidence, "stalls");
   if (stalls) add("profile", profile_section(*stalls, options.kernel_source), b.profile);
   return p;
+}
+
+FeedbackPayload build_batch_feedback(const std::vector<BatchEntry>& entries,
+                                     const FeedbackBudgets& budgets) {
+  std::vector<const BatchEntry*> used;
+  for (const auto& e : entries)
+    if (e.report) used.push_back(&e);
+  if (used.size() == 1) {
+    FeedbackOptions o;
+    o.budgets = budgets;
+    o.kernel_source = used.front()->kernel_source;
+    return build_feedback(*used.front()->report, o);
+  }
+  const std::size_t n = std::max<std::size_t>(1, used.size());
+  const auto share = [n](std::size_t b) { return std::max(kMinBatchSectionBytes, b / n); };
+  FeedbackOptions o;
+  o.budgets = {
+      share(budgets.summary),     share(budgets.build),     share(budgets.static_inspection),
+      share(budgets.correctness), share(budgets.sanitizer), share(budgets.benchmark),
+      share(budgets.profile)};
+  FeedbackPayload out;
+  for (std::size_t k = 0; k < used.size(); ++k) {
+    o.kernel_source = used[k]->kernel_source;
+    FeedbackPayload p = build_feedback(*used[k]->report, o);
+    if (k == 0 || p.verdict == "pass") out.verdict = out.verdict == "pass" ? "pass" : p.verdict;
+    for (auto& s : p.sections) {
+      s.name = fmt::format("candidate {} of {}: {}", k + 1, used.size(), s.name);
+      out.sections.push_back(std::move(s));
+    }
+  }
+  return out;
 }
 
 } // namespace kloop::feedback

@@ -78,6 +78,22 @@ struct FeedbackPayload {
 FeedbackPayload build_feedback(const evaluator::PublicReport& report,
                                const FeedbackOptions& options = {});
 
+// One candidate of an iteration that produced several (`--candidates-per-iteration`, issue 26):
+// its public report and its own kernel.cu (quoted as in FeedbackOptions::kernel_source).
+struct BatchEntry {
+  const evaluator::PublicReport* report = nullptr;
+  std::string kernel_source;
+};
+
+// The feedback on every candidate of one iteration, in their order: each candidate's payload
+// (build_feedback with its own source and every section budget divided by the number of
+// candidates, at least kMinBatchSectionBytes), its sections renamed "candidate K of N: NAME".
+// Verdict: "pass" when a candidate passed, else the first candidate's. One entry: the same bytes
+// as build_feedback. Entries without a report are skipped.
+inline constexpr std::size_t kMinBatchSectionBytes = 512;
+FeedbackPayload build_batch_feedback(const std::vector<BatchEntry>& entries,
+                                     const FeedbackBudgets& budgets = {});
+
 // Anything that is not a PublicReport (a holdout result above all) does not compile.
 template <class T> FeedbackPayload build_feedback(const T&, const FeedbackOptions& = {}) = delete;
 

@@ -138,6 +138,25 @@ TEST(FeedbackBuilder, EverySectionStaysWithinItsBudget) {
   EXPECT_TRUE(has(section(p, "correctness")->text, "bytes cut]"));
 }
 
+// Issue 26: the feedback on K candidates of one iteration names each one's sections, shares the
+// budgets among them, says pass when one passed, and is build_feedback itself for one candidate.
+TEST(FeedbackBuilder, BatchFeedbackCoversEveryCandidateWithinTheSharedBudget) {
+  const auto fail = load_report("report_runtime_fail.json");
+  const auto pass = load_report("report_pass_bench.json");
+  const FeedbackPayload p = build_batch_feedback({{&fail, ""}, {&pass, kKernel}});
+  EXPECT_EQ(p.verdict, "pass");
+  ASSERT_NE(section(p, "candidate 1 of 2: correctness"), nullptr);
+  ASSERT_NE(section(p, "candidate 2 of 2: benchmark"), nullptr);
+  const FeedbackSection* prof = section(p, "candidate 2 of 2: profile");
+  ASSERT_NE(prof, nullptr);
+  EXPECT_TRUE(has(prof->text, "`float v = x[threadIdx.x];`")) << "its own source is quoted";
+  const FeedbackBudgets whole;
+  for (const auto& s : p.sections)
+    EXPECT_LE(s.text.size(), std::max(kMinBatchSectionBytes, whole.correctness / 2)) << s.name;
+  EXPECT_EQ(build_batch_feedback({{&fail, ""}}).to_json(), build_feedback(fail).to_json());
+  EXPECT_EQ(build_batch_feedback({{&fail, ""}, {&fail, ""}}).verdict, build_feedback(fail).verdict);
+}
+
 TEST(FeedbackBuilder, PayloadIsDeterministic) {
   const auto report = load_report("report_runtime_fail.json");
   EXPECT_EQ(build_feedback(report).to_json().dump(), build_feedback(report).to_json().dump());

@@ -350,5 +350,45 @@ TEST(OfflinePolicy, SameSeedAndReportsGiveTheSameDecisions) {
   EXPECT_NE(run(42), run(43)); // converged reports explore with the seeded PRNG
 }
 
+// Issue 26, K variants per iteration: the first batch is the safe default and what its pass
+// leads to; a batch after the H200 flagship report takes the tuning chain's next moves at once,
+// every variant distinct; one report and K = 1 is next().
+TEST(OfflinePolicy, ABatchTakesTheNextRulesAtOnceAndNeverRepeatsAVariant) {
+  std::ifstream in(std::string(KLOOP_SOURCE_DIR) +
+                   "/tests/offline/fixtures/h200_flagship_report.json");
+  ASSERT_TRUE(in.good());
+  const json slower = json::parse(in);
+  OfflinePolicy p(1);
+  const auto first = p.next_batch({}, 3);
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(first[0].variant, all_variants().front());
+  EXPECT_EQ(first[1].variant, flagship_variant());
+  EXPECT_EQ(first[2].rules, std::vector<std::string>{"explore:random_untried"});
+  // The three reports: the flagship's (slower somewhere) is the only one with a benchmark; the
+  // moves start from it.
+  const json ok = pending_report();
+  const auto second = p.next_batch({&ok, &slower, &ok}, 3);
+  ASSERT_EQ(second.size(), 3u);
+  std::vector<std::string> rules;
+  for (const auto& d : second)
+    rules.push_back(d.rules.front());
+  // From the flagship (the best report: the only timed one), its moves in rule order: smaller
+  // blocks, then evict-first loads (the composite move needs 256-thread blocks already).
+  EXPECT_EQ(rules[0], "tune:smaller_blocks");
+  EXPECT_EQ(rules[1], "tune:evict_first");
+  std::set<std::string> names;
+  for (const auto& v : p.history())
+    names.insert(variant_name(v));
+  EXPECT_EQ(names.size(), p.history().size()) << "no variant proposed twice";
+}
+
+TEST(OfflinePolicy, ABatchOfOneIsNext) {
+  const json ok = pending_report();
+  OfflinePolicy a(5), b(5);
+  EXPECT_EQ(a.next_batch({}, 1).front().variant, b.next(nullptr).variant);
+  EXPECT_EQ(a.next_batch({&ok}, 1).front().variant, b.next(&ok).variant);
+  EXPECT_EQ(a.history(), b.history());
+}
+
 } // namespace
 } // namespace kloop::rmsnorm
