@@ -24,9 +24,12 @@ ApiReply anthropic_parse_reply(const std::string& body) {
     out.error = "response body is not a JSON object";
     return out;
   }
-  if (const auto u = j.find("usage"); u != j.end() && u->is_object()) {
-    out.usage.input_tokens = u->value("input_tokens", std::int64_t{0});
-    out.usage.output_tokens = u->value("output_tokens", std::int64_t{0});
+  if (const auto u = j.find("usage"); u != j.end()) {
+    out.usage = usage_from_json(*u, "input_tokens", "output_tokens");
+    if (!out.usage.invalid.empty()) { // recorded as such, never as 0 tokens (TokenUsage)
+      out.error = "the usage it reports makes no sense: " + out.usage.invalid;
+      return out;
+    }
   }
   const auto content = j.find("content");
   if (content == j.end() || !content->is_array()) {

@@ -12,6 +12,7 @@
 #include "evaluator/build.h"
 #include "evaluator/candidate.h"
 #include "evaluator/pipeline.h"
+#include "evaluator/subprocess.h"
 #include "kernels/rmsnorm/manifest.h"
 
 namespace kloop::agent {
@@ -237,11 +238,16 @@ DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progres
   go.public_seed = options.public_seed;
   if (!devices_.empty()) { // the benchmark baseline: the in-tree baseline, built once per session
     t = evaluator::steady_now_ms();
-    const auto load =
-        evaluator::load_candidate_dir(std::string(KLOOP_SOURCE_DIR) + "/kernels/rmsnorm/baseline");
+    std::string baseline_dir;
+    try {
+      baseline_dir = evaluator::data_path("kernels/rmsnorm/baseline");
+    } catch (const evaluator::InfraError& e) {
+      progress.line(std::string("baseline: ") + e.what());
+    }
+    const auto load = baseline_dir.empty() ? evaluator::CandidateLoad{}
+                                           : evaluator::load_candidate_dir(baseline_dir);
     if (load.candidate) {
-      const auto parsed =
-          rmsnorm::parse_manifest(load.candidate->manifest_text, load.candidate->source);
+      const auto parsed = rmsnorm::parse_manifest(load.candidate->manifest_text);
       if (parsed.manifest) {
         const auto built =
             evaluator::build_candidate(load.candidate->source, *parsed.manifest, eo.build);

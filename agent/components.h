@@ -24,7 +24,7 @@ struct DeviceOptions {
   bool no_sandbox = false;       // build without namespace isolation (recorded)
   double worker_timeout_s = 120; // watchdog per GPU worker batch (public suite)
   std::uint64_t public_seed = 1; // seed of the public suite
-  double build_timeout_s = 20;   // wall-clock deadline of one sandboxed build
+  double build_timeout_s = 60;   // wall-clock deadline of one sandboxed build
   // `--devices`: "all" (every device the probe sees; none on a machine without one), "none" (no
   // device gates: they report not_run), or a comma list of indices among the visible devices
   // and GPU-/MIG- UUIDs ("0,1").

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <tuple>
 
 #include <fmt/core.h>
@@ -11,6 +12,7 @@
 #include "feedback/feedback.h"
 #include "kernels/rmsnorm/contract.h"
 #include "prompts/prompt_builder.h"
+#include "store/error.h"
 #include "store/phase_view.h"
 #include "store/text_view.h"
 
@@ -100,70 +102,12 @@ ProviderRequest make_request(const prompts::PromptBuilder& prompts, const LoopOp
   return req;
 }
 
-// `text` as one shell word: unchanged when it is only safe characters, else single-quoted.
-std::string shell_word(const std::string& text) {
-  const bool safe = !text.empty() && text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijkl"
-                                                            "mnopqrstuvwxyz0123456789_./:=@%+-") ==
-                                         std::string::npos;
-  if (safe) return text;
-  std::string out = "'";
-  for (const char c : text)
-    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // A report for a reply that did not parse: the format gate failed, nothing else ran.
 PublicReport format_failure_report(const evaluator::GateResult& format_gate) {
   PublicReport r;
   r.gates.push_back(format_gate);
   r.verdict = Verdict::kReject;
   return r;
-}
-
-// Where the iterations start: a new session (created in the store), or the resumed one with the
-// public state of its last committed iteration.
-struct SessionStart {
-  store::SessionRecord session;
-  int first_index = 0;
-  Carry carry;
-};
-SessionStart start_session(const LoopOptions& options, store::Store& store, Recorder& rec,
-                           ProgressSink& progress) {
-  SessionStart start;
-  if (!options.resume_session) {
-    start.session = new_session(options);
-    store.create_session(start.session);
-    return start;
-  }
-  const auto info = store.resume_session(*options.resume_session);
-  start.session = info.session;
-  start.first_index = info.last_committed_iteration ? *info.last_committed_iteration + 1 : 0;
-  for (auto& last : rec.last_public_state(start.session.id)) {
-    start.carry.entries.push_back(
-        {std::move(last.report), std::move(last.reply), std::move(last.source)});
-    start.carry.iteration = last.iteration;
-  }
-  progress.line(fmt::format("resuming session {} at iteration {} of {}", start.session.id,
-                            start.first_index + 1, start.session.budget));
-  return start;
-}
-
-// The session's sealed holdout: a new session seals a fresh suite (its commitment is recorded by
-// the caller before the first prompt); a resumed one opens its suite and checks it against the
-// commitment the store recorded when the session began. Throws HoldoutError when there is none.
-holdout::SealedSuite seal_or_open(const LoopOptions& o, store::Store& store,
-                                  std::int64_t session_id) {
-  const std::string label = "session-" + std::to_string(session_id);
-  if (!o.resume_session)
-    return holdout::SealedSuite::create(o.holdout_dir, label, holdout::draw_secret_seed(),
-                                        o.holdout_options);
-  const auto commitments = store.load_session(session_id).holdout_commitments;
-  if (commitments.empty())
-    throw holdout::HoldoutError(fmt::format(
-        "holdout: session {} has no holdout commitment in the store (it stopped before sealing "
-        "finished), so no holdout result of it could be trusted; start a new session",
-        session_id));
-  return holdout::SealedSuite::open(o.holdout_dir, label, commitments.back().commitment_sha256);
 }
 
 // What one iteration left for the loop.
@@ -401,6 +345,123 @@ int dispatch_restriction_rank(const rmsnorm::Manifest& m) {
   return rank;
 }
 
+namespace {
+
+// Where the iterations start: a new session (index 0, nothing carried) or a resumed one (after
+// its last committed iteration, with that iteration's public report, reply and source).
+struct SessionStart {
+  store::SessionRecord session;
+  int first_index = 0;
+  Carry carry;
+  // The holdout commitment the store recorded when the session began (SHA-256 hex); empty only
+  // for a start killed before recording it.
+  std::string commitment;
+};
+
+// `running` is set as soon as this process owns the session (created, or resumed: set `running`).
+SessionStart start_session(const LoopOptions& options, Recorder& rec, store::Store& store,
+                           ProgressSink& progress, std::optional<std::int64_t>& running) {
+  SessionStart start;
+  if (!options.resume_session) {
+    start.session = new_session(options);
+    running = store.create_session(start.session);
+    return start;
+  }
+  const auto info = store.resume_session(*options.resume_session); // refusals change nothing
+  running = info.session.id;
+  start.session = info.session;
+  if (const auto c = store.load_session(info.session.id).holdout_commitments; !c.empty())
+    start.commitment = c.back().commitment_sha256;
+  start.first_index = info.last_committed_iteration ? *info.last_committed_iteration + 1 : 0;
+  progress.line(fmt::format("resuming session {} at iteration {} of {}", start.session.id,
+                            start.first_index + 1, start.session.budget));
+  for (auto& last : rec.last_public_state(start.session.id)) {
+    start.carry.entries.push_back(
+        {std::move(last.report), std::move(last.reply), std::move(last.source)});
+    start.carry.iteration = last.iteration;
+  }
+  return start;
+}
+
+// How an iteration loop ended before its budget: cancelled, or stopped by a spent budget.
+struct IterationsEnd {
+  bool interrupted = false;
+  std::string stop_note;
+};
+
+// Step 2: the iterations from `start`, each committed as one store step (the K candidates of an
+// iteration together, run_iteration).
+IterationsEnd run_iterations(const LoopOptions& options, const prompts::PromptBuilder& prompts,
+                             Provider& provider, CandidateEvaluator& evaluator, Recorder& rec,
+                             ProgressSink& progress, const std::atomic<bool>& cancel,
+                             SessionStart& start, LoopResult& result) {
+  const store::SessionRecord& session = start.session;
+  Carry& carry = start.carry;
+  for (int index = start.first_index; index < session.budget; ++index) {
+    if (cancel.load()) return {true, ""};
+    IterationOutcome out = run_iteration(options, session, index, prompts, carry, provider,
+                                         evaluator, rec, progress, cancel);
+    for (auto& summary : out.summaries)
+      result.iterations.push_back(std::move(summary));
+    if (out.next_carry) carry = std::move(*out.next_carry);
+    if (out.interrupted) return {true, ""};
+    if (!out.stop_note.empty()) return {false, out.stop_note};
+  }
+  return {};
+}
+
+// The session's sealed holdout, committed in the store before the first prompt. A new session
+// seals a fresh suite; a resumed one opens its suite and checks it against the commitment the store
+// recorded when the session began (HoldoutError when it does not match or the file is gone). A
+// resumed session whose start was killed before the commitment was recorded (no iteration ran, no
+// prompt was sent) seals a fresh suite: a file left there is one the store never vouched for, so
+// it is discarded, never adopted. Throws DamagedStore for committed iterations without a
+// commitment.
+holdout::SealedSuite seal_holdout(const LoopOptions& options, const SessionStart& start,
+                                  Recorder& rec) {
+  const std::string label = "session-" + std::to_string(start.session.id);
+  if (options.resume_session && !start.commitment.empty())
+    return holdout::SealedSuite::open(options.holdout_dir, label, start.commitment);
+  if (options.resume_session && start.first_index > 0)
+    throw store::DamagedStore(fmt::format(
+        "store: session {} has committed iterations but no holdout commitment (an edited or "
+        "damaged record); its holdout cannot be trusted: start a new session",
+        start.session.id));
+  if (options.resume_session) {
+    std::error_code ec; // the unrecorded suite of this session's own killed start
+    std::filesystem::remove(options.holdout_dir / (label + ".sealed"), ec);
+  }
+  holdout::SealedSuite sealed = holdout::SealedSuite::create(
+      options.holdout_dir, label, holdout::draw_secret_seed(), options.holdout_options);
+  rec.holdout_commitment(start.session.id, sealed.commitment());
+  return sealed;
+}
+
+// The command that continues session `id`, as it can be run: the operator and the store this
+// session lives in (the generator, budget and seed come from the session's record).
+std::string resume_command(const LoopOptions& options, const store::Store& store, std::int64_t id) {
+  return fmt::format("kloop optimize {} --resume {} --store {}",
+                     store::shell_word(options.cli_operator), id, store::shell_word(store.dir()));
+}
+
+// A session that an exception ends (a store, holdout or infrastructure failure, or a kloop bug)
+// ends `failed`, with the error in its params ("failure"), instead of staying `running` with a
+// dead owner; it stays resumable. Best effort: when the store itself fails, the next kloop that
+// opens it marks the session `interrupted` (Store::mark_interrupted).
+void record_failure(const LoopOptions& options, store::Store& store, std::int64_t id,
+                    const std::exception& e, ProgressSink& progress) {
+  try {
+    store.set_session_param(id, "failure", {{"error", e.what()}, {"at", store::now_iso8601()}});
+    store.finish_session(id, store::SessionStatus::kFailed, std::nullopt);
+    progress.line(fmt::format("session {} failed: {}; committed iterations are kept; continue "
+                              "with {}",
+                              id, e.what(), resume_command(options, store, id)));
+  } catch (const std::exception&) {
+  }
+}
+
+} // namespace
+
 LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEvaluator& evaluator,
                     HoldoutRunner& holdout_runner, store::Store& store, ProgressSink& progress,
                     const std::atomic<bool>& cancel) {
@@ -408,71 +469,51 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
   const prompts::PromptBuilder prompts(rmsnorm::contract_json()); // validates templates
   LoopResult result;
   Recorder rec(store);
-
   // 1. Session and the sealed holdout, committed before the first prompt.
-  SessionStart start = start_session(options, store, rec, progress);
-  const store::SessionRecord& session = start.session;
-  const int first_index = start.first_index;
-  Carry& carry = start.carry;
-  result.session_id = session.id;
-  std::optional<holdout::SealedSuite> sealed;
+  std::optional<std::int64_t> running; // the session this process set `running`
   try {
-    sealed = seal_or_open(options, store, session.id);
-  } catch (const holdout::HoldoutError& e) { // no holdout that the store vouches for: no verdict
-    end_session_failed(store, session.id, e.what(), result);
-    progress.line(result.reason);
+    SessionStart start = start_session(options, rec, store, progress, running);
+    const store::SessionRecord& session = start.session;
+    result.session_id = session.id;
+    std::optional<holdout::SealedSuite> opened;
+    try {
+      opened.emplace(seal_holdout(options, start, rec));
+    } catch (const holdout::HoldoutError& e) { // no holdout that the store vouches for: no verdict
+      end_session_failed(store, session.id, e.what(), result);
+      progress.line(result.reason);
+      return result;
+    }
+    holdout::SealedSuite& sealed = *opened;
+    result.holdout_commitment = sealed.commitment();
+    progress.line(fmt::format("session {}: {} via {}{}, budget {}, holdout committed {}",
+                              session.id, session.operator_name, session.provider,
+                              session.model.empty() ? "" : "/" + session.model, session.budget,
+                              sealed.commitment().substr(0, 16)));
+
+    // 2. Iterations.
+    const IterationsEnd end =
+        run_iterations(options, prompts, provider, evaluator, rec, progress, cancel, start, result);
+    if (end.interrupted) {
+      store.finish_session(session.id, store::SessionStatus::kInterrupted, std::nullopt);
+      result.decision = "interrupted";
+      result.reason =
+          fmt::format("cancelled ({}); committed iterations are kept; continue with {}",
+                      options.cancel_cause ? options.cancel_cause() : std::string("Ctrl-C"),
+                      resume_command(options, store, session.id));
+      result.exit_code = 3;
+      progress.line(result.reason);
+      return result;
+    }
+    // 3-5. Freeze, holdout, promotion, receipt.
+    finish_session(options, session, sealed, holdout_runner, rec, store, progress, end.stop_note,
+                   result);
+    progress.line(fmt::format("session {} {} in {:.1f}s: {}", session.id, result.decision,
+                              seconds_since(t_session), result.reason));
     return result;
+  } catch (const std::exception& e) {
+    if (running) record_failure(options, store, *running, e, progress);
+    throw;
   }
-  result.holdout_commitment = sealed->commitment();
-  if (!options.resume_session) rec.holdout_commitment(session.id, sealed->commitment());
-  progress.line(fmt::format("session {}: {} via {}{}, budget {}, holdout committed {}", session.id,
-                            session.operator_name, session.provider,
-                            session.model.empty() ? "" : "/" + session.model, session.budget,
-                            sealed->commitment().substr(0, 16)));
-
-  // 2. Iterations.
-  bool interrupted = false;
-  std::string stop_note;
-  for (int index = first_index; index < session.budget; ++index) {
-    if (cancel.load()) {
-      interrupted = true;
-      break;
-    }
-    IterationOutcome out = run_iteration(options, session, index, prompts, carry, provider,
-                                         evaluator, rec, progress, cancel);
-    for (auto& summary : out.summaries)
-      result.iterations.push_back(std::move(summary));
-    if (out.next_carry) carry = std::move(*out.next_carry);
-    if (out.interrupted) {
-      interrupted = true;
-      break;
-    }
-    if (!out.stop_note.empty()) {
-      stop_note = out.stop_note;
-      break;
-    }
-  }
-
-  if (interrupted) {
-    store.finish_session(session.id, store::SessionStatus::kInterrupted, std::nullopt);
-    result.decision = "interrupted";
-    // The command as it can be run: the operator and the store this session lives in (the
-    // generator, budget and seed come from the session's record).
-    result.reason =
-        fmt::format("cancelled (Ctrl-C); committed iterations are kept; continue with "
-                    "kloop optimize {} --resume {} --store {}",
-                    shell_word(options.cli_operator), session.id, shell_word(store.dir()));
-    result.exit_code = 3;
-    progress.line(result.reason);
-    return result;
-  }
-
-  // 3-5. Freeze, holdout, promotion, receipt.
-  finish_session(options, session, *sealed, holdout_runner, rec, store, progress, stop_note,
-                 result);
-  progress.line(fmt::format("session {} {} in {:.1f}s: {}", session.id, result.decision,
-                            seconds_since(t_session), result.reason));
-  return result;
 }
 
 nlohmann::json LoopResult::to_json() const {
@@ -481,8 +522,8 @@ nlohmann::json LoopResult::to_json() const {
     nlohmann::json gates = nlohmann::json::object();
     for (const auto& [name, status] : it.gates)
       gates[name] = status;
-    its.push_back({{"index", it.index},
-                   {"candidate", it.candidate},
+    its.push_back({{"iteration", it.index + 1}, // 1-based, as the progress lines and `kloop show`
+                   {"candidate", it.candidate + 1}, // 1-based within the iteration, likewise
                    {"verdict", it.verdict},
                    {"wall_s", it.wall_s},
                    {"evaluation_s", it.evaluation_s},
@@ -491,17 +532,17 @@ nlohmann::json LoopResult::to_json() const {
                    {"speedup", it.speedup ? nlohmann::json(*it.speedup) : nlohmann::json()},
                    {"note", it.note}});
   }
-  return {
-      {"session_id", session_id},
-      {"decision", decision},
-      {"reason", reason},
-      {"iterations", its},
-      {"frozen_iteration", frozen_iteration ? nlohmann::json(*frozen_iteration) : nlohmann::json()},
-      {"holdout", holdout ? holdout->to_json() : nlohmann::json()},
-      {"holdout_commitment", holdout_commitment},
-      {"receipt_file", receipt_file},
-      {"export_dir", export_dir},
-      {"exit_code", exit_code}};
+  return {{"session_id", session_id},
+          {"decision", decision},
+          {"reason", reason},
+          {"iterations", its},
+          {"frozen_iteration",
+           frozen_iteration ? nlohmann::json(*frozen_iteration + 1) : nlohmann::json()},
+          {"holdout", holdout ? holdout->to_json() : nlohmann::json()},
+          {"holdout_commitment", holdout_commitment},
+          {"receipt_file", receipt_file},
+          {"export_dir", export_dir},
+          {"exit_code", exit_code}};
 }
 
 } // namespace kloop::agent

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -80,14 +81,17 @@ struct LoopOptions {
   std::string kloop_version, kloop_commit;
   std::string device_name, device_arch = "sm_90", driver_version, toolkit_version = "13.0";
   std::string device_uuid; // "GPU-..." (nvidia-smi form); "" without a device
+  // What set the cancel flag, for the interrupted session's message ("Ctrl-C", "SIGTERM", "the
+  // output pipe closed"); unset: "Ctrl-C".
+  std::function<std::string()> cancel_cause;
 };
 
 // One candidate of an iteration (one per iteration with K = 1).
 struct IterationSummary {
-  int index = 0;
-  int candidate = 0;       // 0-based position within the iteration
-  std::string verdict;     // verdict_name, or "provider_error"
-  double wall_s = 0;       // the whole iteration (generation, every candidate's evaluation, record)
+  int index = 0;       // 0-based (the store's); to_json() and the progress lines print index + 1
+  int candidate = 0;   // 0-based position within the iteration
+  std::string verdict; // verdict_name, or "provider_error"
+  double wall_s = 0;   // the whole iteration (generation, every candidate's evaluation, record)
   double evaluation_s = 0; // this candidate's evaluation (0 when none ran)
   // Where the evaluation's time went: phase group -> seconds (store/phase_view.h groups).
   nlohmann::json phases = nlohmann::json::object();
@@ -102,19 +106,24 @@ struct LoopResult {
   std::string decision;
   std::string reason;
   std::vector<IterationSummary> iterations;
-  std::optional<int> frozen_iteration;
+  std::optional<int> frozen_iteration; // 0-based; to_json() prints it 1-based
   std::optional<holdout::HoldoutResult> holdout;
   std::string holdout_commitment;
   std::string receipt_file; // written receipt JSON ("" when none)
   std::string export_dir;   // promoted artifact folder ("" when none)
   int exit_code = 3;        // 0 promoted, 1 rejected, 3 could not finish
+  // The `--json` document; iteration numbers in it ("iteration", "frozen_iteration") are 1-based,
+  // as `kloop optimize` and `kloop show` print them.
   nlohmann::json to_json() const;
 };
 
-// Runs the loop. Cancellation (`cancel` set, e.g. by SIGINT) ends the session `interrupted` after
-// the current step; what was committed stays. A sealed holdout the store's commitment does not
-// vouch for (or one already unsealed without a recorded result) ends the session `failed`, exit 3
-// (loop_record.h, end_session_failed). Store failures propagate as store::StoreError.
+// Runs the loop. Cancellation (`cancel` set, e.g. by SIGINT or SIGTERM) ends the session
+// `interrupted` after the current step; what was committed stays. A sealed holdout the store's
+// commitment does not vouch for (or one already unsealed without a recorded result) ends the
+// session `failed`, exit 3 (loop_record.h, end_session_failed). Any other exception once the
+// session is running (a store failure as store::StoreError, an infrastructure failure) ends the
+// session `failed`, its message recorded in params "failure", and propagates; the session stays
+// resumable.
 LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEvaluator& evaluator,
                     HoldoutRunner& holdout_runner, store::Store& store, ProgressSink& progress,
                     const std::atomic<bool>& cancel);

@@ -103,7 +103,7 @@ std::optional<Frozen> freeze_best(store::Store& store, const store::SessionDetai
       f.report = PublicReport::from_json(c.candidate.report);
       f.candidate.source = store.blob(c.candidate.source_sha256);
       f.candidate.manifest_text = store.blob(c.candidate.manifest_sha256);
-      auto parsed = rmsnorm::parse_manifest(f.candidate.manifest_text, f.candidate.source);
+      auto parsed = rmsnorm::parse_manifest(f.candidate.manifest_text);
       if (!parsed.manifest) continue; // cannot happen for a passed candidate
       f.manifest = *parsed.manifest;
       if (const auto* a = c.artifact_of(store::ArtifactKind::kCubin))
@@ -195,7 +195,7 @@ HoldoutAnswer run_holdout_once(const store::SessionDetail& detail, const Frozen&
   r.status = static_cast<store::GateCode>(a.result.status);
   r.result = a.result.to_json();
   r.result["commitment_verified"] = a.commitment_ok;
-  r.report_sha256 = step.put_blob(a.result.detail.dump());
+  r.report_sha256 = step.put_blob(store::json_text(a.result.detail));
   r.retired = true;
   step.add_holdout_run(r);
   step.commit();
@@ -274,7 +274,7 @@ void write_receipt_and_export(const LoopOptions& options, std::int64_t session_i
   write_file(dir / "kernel.cu", frozen.candidate.source);
   write_file(dir / "manifest.json", frozen.candidate.manifest_text);
   write_file(dir / "dispatch.txt", rmsnorm::dispatch_predicate_text(frozen.manifest) + "\n");
-  write_file(dir / "receipt.json", receipt.dump(2) + "\n");
+  write_file(dir / "receipt.json", store::json_text(receipt, 2) + "\n");
   result.export_dir = dir.string();
   result.receipt_file = (dir / "receipt.json").string();
   if (!receipt_note.empty()) progress.line(receipt_note);

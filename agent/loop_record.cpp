@@ -2,6 +2,9 @@
 
 #include <fmt/core.h>
 
+#include "store/error.h"
+#include "store/text_view.h"
+
 namespace kloop::agent {
 namespace {
 
@@ -26,7 +29,8 @@ nlohmann::json blobify_raw(store::Store::Step& step, nlohmann::json evidence) {
   if (!evidence.is_object()) return evidence;
   for (auto& [key, value] : evidence.items()) {
     if (key.rfind("raw_", 0) == 0 && !value.is_null()) {
-      const std::string bytes = value.is_string() ? value.get<std::string>() : value.dump();
+      const std::string bytes =
+          value.is_string() ? value.get<std::string>() : store::json_text(value);
       value = {{"blob", step.put_blob(bytes)}, {"bytes", bytes.size()}};
     } else if (value.is_object()) {
       value = blobify_raw(step, value);
@@ -62,6 +66,12 @@ std::optional<nlohmann::json> roofline_telemetry(const nlohmann::json& ev) {
                           {"h", pick.value("h", 0)},
                           {"dtype", pick.value("dtype", "")}}},
                         {"state", states.front().value("state", "")}};
+}
+
+// Names usage that made no sense in an iteration's notes ("usage_invalid"), where
+// recorded_usage() and `kloop show` find it.
+void note_usage(nlohmann::json& notes, const ProviderResponse& response) {
+  if (!response.usage.invalid.empty()) notes["usage_invalid"] = response.usage.invalid;
 }
 
 std::string full_prompt_text(const ProviderRequest& request) {
@@ -121,7 +131,11 @@ std::int64_t Recorder::add_exchange(store::Store::Step& step, std::int64_t itera
   p.iteration_id = iteration_id;
   p.role = "full";
   p.blob_sha256 = step.put_blob(full_prompt_text(request));
-  if (response.usage.input_tokens > 0) p.tokens = static_cast<int>(response.usage.input_tokens);
+  // Counts the API reported (usage_from_json caps them at the columns' range); usage that made no
+  // sense stays NULL here and is named in the iteration's notes (note_usage), never stored as 0.
+  const bool usage_known = response.usage.invalid.empty();
+  if (usage_known && response.usage.input_tokens > 0)
+    p.tokens = static_cast<int>(response.usage.input_tokens);
   step.add_prompt(p);
   store::ResponseRecord r;
   r.iteration_id = iteration_id;
@@ -134,8 +148,10 @@ std::int64_t Recorder::add_exchange(store::Store::Step& step, std::int64_t itera
   if (ex.http_status != 0) r.http_status = static_cast<int>(ex.http_status);
   r.latency_ms = static_cast<double>(ex.latency_ms);
   r.retries = ex.retries;
-  r.prompt_tokens = static_cast<int>(response.usage.input_tokens);
-  r.completion_tokens = static_cast<int>(response.usage.output_tokens);
+  if (usage_known) {
+    r.prompt_tokens = static_cast<int>(response.usage.input_tokens);
+    r.completion_tokens = static_cast<int>(response.usage.output_tokens);
+  }
   r.error = response.error;
   step.add_response(r);
   // The exchange record itself (request body without the key, headers redacted).
@@ -143,7 +159,7 @@ std::int64_t Recorder::add_exchange(store::Store::Step& step, std::int64_t itera
   a.iteration_id = iteration_id;
   a.kind = ArtifactKind::kLog;
   a.name = "exchange.json";
-  step.add_artifact(a, ex.to_json().dump());
+  step.add_artifact(a, store::json_text(ex.to_json()));
   return r.id;
 }
 
@@ -157,6 +173,7 @@ void Recorder::provider_failure(std::int64_t session_id, int index, const Provid
   it.notes = {{"provider_outcome", provider_outcome_name(response.outcome)},
               {"error", response.error},
               {"prompt_sha256", prompt_sha256(request)}};
+  note_usage(it.notes, response);
   step.add_iteration(it);
   add_exchange(step, it.id, request, response);
   step.commit();
@@ -183,6 +200,8 @@ void Recorder::iteration(std::int64_t session_id, int index, const std::vector<C
   it.notes = {
       {"verdict", first ? evaluator::verdict_name(first->report->verdict) : "none"},
       {"prompt_sha256", runs.empty() ? std::string() : prompt_sha256(runs.front().request)}};
+  for (const auto& r : runs) // the first usage report that made no sense
+    if (!it.notes.contains("usage_invalid")) note_usage(it.notes, r.response);
   if (runs.size() > 1) {
     nlohmann::json verdicts = nlohmann::json::array();
     for (const auto& r : runs)
@@ -303,7 +322,7 @@ void Recorder::add_candidate(store::Store::Step& step, std::int64_t iteration_id
     a.candidate_id = c.id;
     a.kind = ArtifactKind::kCaseResults;
     a.name = "case_results.json";
-    step.add_artifact(a, g->evidence["raw_case_results"].dump());
+    step.add_artifact(a, store::json_text(g->evidence["raw_case_results"]));
   }
   if (evaluation && evaluation->build) {
     const auto& b = *evaluation->build;
@@ -355,6 +374,22 @@ void Recorder::add_candidate(store::Store::Step& step, std::int64_t iteration_id
   }
 }
 
+TokenUsage recorded_usage(const store::SessionDetail& session) {
+  TokenUsage used;
+  for (const auto& it : session.iterations) {
+    for (const auto& r : it.responses) {
+      used.input_tokens += r.prompt_tokens.value_or(0);
+      used.output_tokens += r.completion_tokens.value_or(0);
+    }
+    const auto bad = it.iteration.notes.is_object() ? it.iteration.notes.find("usage_invalid")
+                                                    : it.iteration.notes.end();
+    if (used.invalid.empty() && bad != it.iteration.notes.end())
+      used.invalid = fmt::format("iteration {}: {}", it.iteration.index + 1,
+                                 bad->is_string() ? bad->get<std::string>() : bad->dump());
+  }
+  return used;
+}
+
 std::vector<Recorder::PublicState> Recorder::last_public_state(std::int64_t session_id) {
   const auto detail = store_.load_session(session_id);
   for (auto it = detail.iterations.rbegin(); it != detail.iterations.rend(); ++it) {
@@ -364,7 +399,15 @@ std::vector<Recorder::PublicState> Recorder::last_public_state(std::int64_t sess
       PublicState state;
       state.iteration = it->iteration.index;
       const auto& cand = cd.candidate;
-      state.report = evaluator::PublicReport::from_json(cand.report);
+      try {
+        state.report = evaluator::PublicReport::from_json(cand.report);
+      } catch (const nlohmann::json::exception& e) { // an edited or damaged row
+        throw store::DamagedStore(fmt::format(
+            "store: the public report of candidate {} (session {}, iteration {}) does not read "
+            "({}); the next prompt needs it. Run `{}`",
+            cand.id, session_id, state.iteration + 1, e.what(),
+            store::kloop_command("store verify", store_.dir())));
+      }
       if (!cand.source_sha256.empty()) state.source = store_.blob(cand.source_sha256);
       for (const auto& a : cd.artifacts)
         if (a.name == "reply.txt") state.reply = store_.blob(a.sha256);

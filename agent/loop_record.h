@@ -86,6 +86,12 @@ private:
 void end_session_failed(store::Store& store, std::int64_t session_id, const std::string& why,
                         LoopResult& result);
 
+// What a stored session's responses used: the sums of their recorded counts, with
+// TokenUsage::invalid set (naming the iteration) when one of them reported usage that made no
+// sense. `kloop optimize --resume` charges the session's Budget with it before the first request,
+// so the token and cost limits count the whole session, not only the resumed part.
+TokenUsage recorded_usage(const store::SessionDetail& session);
+
 // Steps 3-5 of the loop: freeze the best public candidate, run the holdout once, decide
 // promotion, write the receipt and export the promoted artifact. Fills `result`.
 void finish_session(const LoopOptions& options, const store::SessionRecord& session,

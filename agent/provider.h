@@ -42,8 +42,25 @@ struct ProviderRequest {
 struct TokenUsage {
   std::int64_t input_tokens = 0;
   std::int64_t output_tokens = 0;
+  // Usage that makes no sense (usage_from_json): "" when the counts are sane. Otherwise it names
+  // the field and the value as reported ("usage.prompt_tokens is 1e+30, not a token count from 0
+  // to 2147483647"), both counts are 0 and mean "unknown", never "none": the loop records the
+  // response's usage as invalid (not as 0 tokens), the reply is a bad_response, and a session with
+  // a token or cost budget stops, since its spend can no longer be counted (Budget::charge).
+  std::string invalid;
   std::int64_t total() const { return input_tokens + output_tokens; }
 };
+
+// The largest token count a reply may report: the store's 32-bit count columns; no model's context
+// comes near it, so a larger count is a broken report, not usage.
+inline constexpr std::int64_t kMaxReportedTokens = 2147483647;
+
+// Reads the counts `input_key` and `output_key` of a provider's usage object `usage` (`where`:
+// its JSON path, "usage"). A missing key, or `usage` not an object, counts 0 (not reported); a
+// count that is not an integer from 0 to kMaxReportedTokens (negative, fractional, 1e30, a
+// string) sets TokenUsage::invalid.
+TokenUsage usage_from_json(const nlohmann::json& usage, std::string_view input_key,
+                           std::string_view output_key, std::string_view where = "usage");
 
 // Result class of one provider call. Persisted: values are fixed and never reused.
 enum class ProviderOutcome : int {
@@ -118,7 +135,8 @@ struct Pricing {
 };
 
 // Token and cost budget of one session. A provider checks it before each request (a spent budget
-// gives kBudgetExceeded and sends nothing) and charges it with the usage of each reply.
+// gives kBudgetExceeded and sends nothing) and charges it with the usage of each reply; a resumed
+// session is charged first with what its recorded responses used (agent/loop_record.h).
 // Thread-safe (parallel requests of one iteration); requests sent together are all checked before
 // any is charged, so one batch can pass the budget by its own replies.
 class Budget {
@@ -126,9 +144,11 @@ public:
   // nullopt = no limit on that axis.
   Budget(std::optional<std::int64_t> max_tokens, std::optional<double> max_cost_usd)
       : max_tokens_(max_tokens), max_cost_usd_(max_cost_usd) {}
+  // Adds `usage` at `pricing`. Usage that makes no sense (TokenUsage::invalid) adds nothing and
+  // marks the spend unknown: with a limit set, exhausted() then stops the session.
   void charge(const TokenUsage& usage, const Pricing& pricing);
-  // Why no further request may be sent ("token budget spent: 12000 of 10000 tokens used"), or
-  // nullopt while the budget lasts.
+  // Why no further request may be sent ("token budget spent: 12000 of 10000 tokens used"; "the
+  // token budget cannot be checked: ..."), or nullopt while the budget lasts.
   std::optional<std::string> exhausted() const;
   std::int64_t tokens_used() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -138,6 +158,11 @@ public:
     std::lock_guard<std::mutex> lock(mu_);
     return cost_used_usd_;
   }
+  // The first usage report that made no sense ("" when every one did).
+  std::string unknown_usage() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return unknown_usage_;
+  }
 
 private:
   std::optional<std::int64_t> max_tokens_;
@@ -145,6 +170,7 @@ private:
   mutable std::mutex mu_;
   std::int64_t tokens_used_ = 0;
   double cost_used_usd_ = 0.0;
+  std::string unknown_usage_;
 };
 
 } // namespace kloop::agent

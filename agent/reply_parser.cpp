@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kernels/json_read.h"
 #include "kernels/rmsnorm/manifest.h"
 
 namespace kloop::agent {
@@ -112,14 +113,17 @@ ParsedReply parse_reply(std::string_view reply, std::size_t max_reply_bytes) {
                                   "manifest.json",
                                   json->text.size(), rmsnorm::kMaxManifestBytes));
   if (trim(code->text).empty()) return failure(p, "the cuda block is empty");
-  try {
-    const auto j = nlohmann::json::parse(json->text);
-    if (!j.is_object())
-      return failure(p, fmt::format("the json block is a JSON {}, not an object", j.type_name()));
-  } catch (const nlohmann::json::parse_error& e) {
+  // An object whose number overflows a double ("1e999") is JSON by the grammar: the contract gate
+  // names the field (rmsnorm::parse_manifest), so it is not a format failure here.
+  const JsonRead read = read_json(json->text);
+  if (read.number_overflow && !read.top_level_object)
+    return failure(p, "the json block is not a JSON object");
+  if (!read.value && !read.number_overflow)
     return failure(
-        p, fmt::format("the json block (line {}) does not parse: {}", json->open_line, e.what()));
-  }
+        p, fmt::format("the json block (line {}) does not parse: {}", json->open_line, read.error));
+  if (read.value && !read.value->is_object())
+    return failure(
+        p, fmt::format("the json block is a JSON {}, not an object", read.value->type_name()));
   p.ok = true;
   p.kernel_source = code->text;
   p.manifest_text = json->text;

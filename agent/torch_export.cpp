@@ -119,6 +119,12 @@ json signed_receipt(const store::Store& st, const store::SessionDetail& d, const
       continue;
     json signed_payload = receipt["payload"];
     signed_payload["approval_identity"] = payload.value("approval_identity", json());
+    // Rows recorded after signing (the receipt's own row, the run's resources) extend the row
+    // chain: the receipt still covers the store while the chain holds its signed head.
+    const json head = signed_payload.value("row_chain", json());
+    if (head.is_object() &&
+        d.chain_holds(head.value("links", std::int64_t{0}), head.value("head_sha256", "")))
+      signed_payload["row_chain"] = payload.value("row_chain", json());
     if (signed_payload == payload) return receipt;
   }
   if (!d.receipts.empty() && note.empty())
@@ -177,9 +183,8 @@ RolloutParse parse_rollout(std::string_view text) {
   return {Rollout{values[0], values[1], values[2]}, {}};
 }
 
-std::string render_config_py(const std::string& manifest_text, const std::string& source,
-                             const json& meta) {
-  const auto parsed = rmsnorm::parse_manifest(manifest_text, source);
+std::string render_config_py(const std::string& manifest_text, const json& meta) {
+  const auto parsed = rmsnorm::parse_manifest(manifest_text);
   if (!parsed.manifest)
     throw std::invalid_argument("manifest.json does not parse: " + parsed.errors.at(0).message);
   const rmsnorm::Manifest& m = *parsed.manifest;
@@ -229,7 +234,7 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
       d.promotion ? std::string(store::name(d.promotion->decision)) : "no promotion decision";
   const store::CandidateDetail* c = pick_candidate(d, r.promoted, options.allow_unpromoted);
   if (!c) {
-    r.exit_code = 1;
+    r.exit_code = r.promoted ? 3 : 2; // a promoted session names its candidate: damaged if absent
     r.error = r.promoted || options.allow_unpromoted
                   ? fmt::format("session {} has no candidate with a cubin to export", session_id)
                   : fmt::format("session {} is not promoted ({}); only promoted candidates "
@@ -241,7 +246,7 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
   }
   const auto* cubin_art = c->artifact_of(store::ArtifactKind::kCubin);
   if (!cubin_art || c->candidate.manifest_sha256.empty() || c->candidate.source_sha256.empty()) {
-    r.exit_code = 1;
+    r.exit_code = r.promoted ? 3 : 2;
     r.error = fmt::format("session {} candidate {} has no cubin, manifest or source in the store; "
                           "nothing to export",
                           session_id, c->candidate.id);
@@ -250,7 +255,6 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
   r.candidate_id = c->candidate.id;
   const std::string cubin = st.blob(cubin_art->sha256);
   const std::string manifest_text = st.blob(c->candidate.manifest_sha256);
-  const std::string source = st.blob(c->candidate.source_sha256);
   const json meta = {{"session_id", session_id},
                      {"candidate_id", c->candidate.id},
                      {"promoted", r.promoted},
@@ -259,7 +263,7 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
                      {"source_sha256", c->candidate.source_sha256}};
   std::string config;
   try {
-    config = render_config_py(manifest_text, source, meta);
+    config = render_config_py(manifest_text, meta);
   } catch (const std::invalid_argument& e) {
     r.exit_code = 2;
     r.error = fmt::format("session {} candidate {}: {}", session_id, c->candidate.id, e.what());
@@ -269,6 +273,14 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
   // The output folder is checked before anything is recorded in the store.
   r.package_dir = dir / "kloop_rmsnorm";
   std::error_code fec;
+  if (!std::filesystem::exists(dir, fec) &&
+      !std::filesystem::is_directory(std::filesystem::absolute(dir, fec).parent_path(), fec)) {
+    r.error = fmt::format("cannot write --torch {}: its parent folder does not exist; give a "
+                          "folder path in an existing folder",
+                          dir.string());
+    r.exit_code = 2;
+    return r;
+  }
   if (std::filesystem::exists(dir, fec) && !std::filesystem::is_directory(dir, fec)) {
     r.error = fmt::format("--torch {} is not a folder; give a folder to write the package into",
                           dir.string());
@@ -306,7 +318,7 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
                    {"signature", nullptr},
                    {"signing_key_id", nullptr}}}};
 
-  const auto manifest = rmsnorm::parse_manifest(manifest_text, source).manifest;
+  const auto manifest = rmsnorm::parse_manifest(manifest_text).manifest;
   json exp = meta;
   exp["kloop_export"] = 1;
   exp["manifest_sha256"] = c->candidate.manifest_sha256;

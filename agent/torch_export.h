@@ -61,8 +61,10 @@ struct TorchExportOptions {
 
 struct TorchExportResult {
   bool ok = false;
-  int exit_code = 0; // 0 written; 1 refused (not promoted); 2 bad input (no such candidate data,
-                     // a rollout other than the one a signed receipt covers)
+  // README "Exit codes": 0 written; 2 refused (not promoted and not allowed, no candidate to
+  // export, a rollout other than the one a signed receipt covers, an output folder that cannot
+  // be written); 3 the promoted candidate's cubin, manifest or source is missing (damaged store).
+  int exit_code = 0;
   std::string error; // why not written: names the session, the cause and the next step
   std::filesystem::path package_dir; // DIR/kloop_rmsnorm
   std::int64_t candidate_id = 0;
@@ -74,9 +76,10 @@ struct TorchExportResult {
   std::string receipt_note; // a signed receipt skipped (blob missing or altered) or none matching
 };
 
-// Exports session `session_id` of `store` into `dir`/kloop_rmsnorm (created; existing files of
-// the package are overwritten). Throws store::StoreError for a missing session or damaged blobs
-// and evaluator::InfraError when a file cannot be written; refusals are values.
+// Exports session `session_id` of `store` into `dir`/kloop_rmsnorm (`dir` is created when missing,
+// but not its parent: an output path in a missing folder is refused, as for every command). Throws
+// store::StoreError for a missing session or damaged blobs and evaluator::InfraError when a file
+// cannot be written; refusals are values.
 TorchExportResult export_torch_package(store::Store& store, std::int64_t session_id,
                                        const std::filesystem::path& dir,
                                        const TorchExportOptions& options);
@@ -84,7 +87,6 @@ TorchExportResult export_torch_package(store::Store& store, std::int64_t session
 // The text of the generated _config.py for `manifest_text` (the candidate's manifest.json) and
 // provenance `meta` ({session_id, candidate_id, promoted, status, cubin_sha256, source_sha256}).
 // Throws std::invalid_argument when the manifest does not parse (names the field).
-std::string render_config_py(const std::string& manifest_text, const std::string& source,
-                             const nlohmann::json& meta);
+std::string render_config_py(const std::string& manifest_text, const nlohmann::json& meta);
 
 } // namespace kloop::agent

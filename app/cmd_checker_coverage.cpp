@@ -17,7 +17,9 @@
 #include <fmt/core.h>
 
 #include "app/commands.h"
+#include "app/work_root.h"
 #include "evaluator/candidate.h"
+#include "evaluator/subprocess.h"
 #include "mutation/operators.h"
 #include "mutation/runner.h"
 #include "mutation/store_report.h"
@@ -43,10 +45,9 @@ std::vector<std::string> split_csv(const std::string& text) {
   return out;
 }
 
+// The in-tree baseline as installed next to kloop (evaluator::data_path; InfraError when absent).
 std::string default_baseline_dir() {
-  const std::string local = "kernels/rmsnorm/baseline"; // a carried checkout (device machine)
-  if (std::filesystem::exists(local + "/kernel.cu")) return local;
-  return std::string(KLOOP_SOURCE_DIR) + "/kernels/rmsnorm/baseline";
+  return evaluator::data_path("kernels/rmsnorm/baseline");
 }
 
 int usage(const std::string& message) {
@@ -75,8 +76,6 @@ int run_coverage(const CoverageArgs& a) {
   if (a.jobs < 1 || a.jobs > 64) return usage("--jobs must be in [1, 64]");
   if (a.sanitizer_jobs < 1 || a.sanitizer_jobs > 64)
     return usage("--sanitizer-jobs must be in [1, 64]");
-  if (!(a.worker_timeout_s > 0 && a.worker_timeout_s <= 3600))
-    return usage("--worker-timeout must be in (0, 3600] seconds");
   // Everything that can be refused is refused before the (long) analysis runs.
   std::error_code ec;
   if (!a.record.empty() && !a.check_record.empty() &&
@@ -94,8 +93,10 @@ int run_coverage(const CoverageArgs& a) {
   if (!a.store_dir.empty()) {
     try {
       st.emplace(store::Store::open(a.store_dir));
-    } catch (const std::exception& e) {
-      return usage(fmt::format("--store {}: {}", a.store_dir, e.what()));
+    } catch (const store::StoreError& e) { // README "Exit codes", as `kloop optimize --store`
+      std::fprintf(stderr, "kloop checker-coverage: --store %s: %s\n", a.store_dir.c_str(),
+                   e.what());
+      return exit_code_of(e);
     }
   }
   std::optional<mutation::CoverageRecord> recorded;
@@ -129,6 +130,7 @@ int run_coverage(const CoverageArgs& a) {
   const std::vector<mutation::Mutant> mutants =
       mutation::select_mutants(loaded.candidate->source, ops, a.max_per_operator, a.max_mutants);
   mutation::WorkerBackendOptions bo;
+  const WorkRoot work_root; // $TMPDIR of this run; a killed run's is removed by the next kloop
   if (a.no_sandbox) {
     bo.build.sandbox = evaluator::SandboxRequest::kNoSandbox;
     std::fprintf(stderr, "kloop checker-coverage: --no-sandbox: mutants are compiled WITHOUT "
@@ -227,7 +229,8 @@ void register_checker_coverage(CLI::App& app, int& exit_code) {
   sub->add_flag("--no-sandbox", a->no_sandbox,
                 "Build without namespace isolation (recorded; only for trusted sources)");
   sub->add_option("--worker-timeout", a->worker_timeout_s,
-                  "Watchdog per GPU worker batch in seconds (default 120)");
+                  "Watchdog per GPU worker batch in seconds (default 120)")
+      ->check(finite_number_check(1, 3600, "seconds"));
   sub->add_option("--seed", a->seed, "Seed of the holdout suite and the search pool (default 1)")
       ->check(seed_check());
   sub->add_flag("--with-benchmark", a->with_benchmark,

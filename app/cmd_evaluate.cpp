@@ -9,9 +9,11 @@
 
 #include "agent/components.h"
 #include "app/commands.h"
+#include "app/work_root.h"
 #include "evaluator/pipeline.h"
 #include "evaluator/subprocess.h"
 #include "evaluator/throughput.h"
+#include "store/store.h"
 #include "store/text_view.h"
 
 namespace kloop::app {
@@ -27,7 +29,7 @@ struct EvaluateArgs {
   std::string candidate_dir;
   bool json = false;
   bool no_sandbox = false;
-  double build_timeout_s = 20;
+  double build_timeout_s = 60;
   std::string devices = "all"; // the candidate runs on the first chosen device
 };
 
@@ -58,16 +60,10 @@ int run_evaluate(const EvaluateArgs& a) {
   // every other command prints it).
   const auto usage_error = [&](const std::string& message) {
     std::fprintf(stderr, "kloop evaluate: %s\n", message.c_str());
-    if (a.json) {
-      const nlohmann::json doc{{"error", "kloop evaluate: " + message}, {"exit_code", kExitUsage}};
-      std::printf("%s\n",
-                  doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-    }
+    if (a.json) print_json_error("kloop evaluate: " + message, kExitUsage);
     return kExitUsage;
   };
   if (a.op != "rmsnorm") return usage_error("unknown operator '" + a.op + "'; available: rmsnorm");
-  if (!(a.build_timeout_s > 0 && a.build_timeout_s <= 3600))
-    return usage_error("--build-timeout must be in (0, 3600] seconds");
   auto loaded = evaluator::load_candidate_dir(a.candidate_dir);
   if (!loaded.candidate) return usage_error(loaded.error);
   if (a.no_sandbox) {
@@ -86,6 +82,7 @@ int run_evaluate(const EvaluateArgs& a) {
   } catch (const std::invalid_argument& e) {
     return usage_error(e.what());
   }
+  const WorkRoot work_root; // $TMPDIR of this run; a killed run's is removed by the next kloop
   std::optional<agent::DeviceContext> device;
   try {
     device.emplace(device_options, progress);
@@ -96,7 +93,7 @@ int run_evaluate(const EvaluateArgs& a) {
   if (a.json) { // the public report, plus where its time went (evaluator/phases.h)
     nlohmann::json doc = ev.report.to_json();
     doc["phases"] = evaluator::phases_telemetry(ev.phases, ev.wall_ms);
-    std::printf("%s\n", doc.dump(2).c_str());
+    std::printf("%s\n", store::json_text(doc, 2).c_str());
   } else {
     print_table(ev.report);
     print_phases(ev);
@@ -128,7 +125,8 @@ void register_evaluate(CLI::App& app, int& exit_code) {
   sub->add_flag("--no-sandbox", args->no_sandbox,
                 "Build without namespace isolation (recorded; only for trusted sources)");
   sub->add_option("--build-timeout", args->build_timeout_s,
-                  "Wall-clock limit of one build in seconds (default 20)");
+                  "Wall-clock limit of one build in seconds (default 60)")
+      ->check(finite_number_check(0, 3600, "seconds", /*lo_open=*/true));
   sub->add_option("--devices", args->devices,
                   "GPUs to consider: all (default), none, or a comma list of indices / GPU UUIDs; "
                   "the candidate runs on the first")
@@ -137,7 +135,10 @@ void register_evaluate(CLI::App& app, int& exit_code) {
     try {
       exit_code = run_evaluate(*args);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "kloop evaluate: could not finish: %s\n", e.what());
+      // An infrastructure fault (ours, never the candidate's): --json still gets its document.
+      const std::string message = std::string("kloop evaluate: could not finish: ") + e.what();
+      std::fprintf(stderr, "%s\n", message.c_str());
+      if (args->json) print_json_error(message, kExitCouldNotFinish);
       exit_code = kExitCouldNotFinish;
     }
   });

@@ -1,8 +1,9 @@
 // `kloop export ID --torch DIR [--rollout FILE] [--allow-unpromoted]` and
 // `kloop shadow ID --inputs DIR [--json] [--allow-unpromoted]` (agent/torch_export.h,
-// agent/shadow.h). Exit codes: 0 written / shadow pass; 1 refused (not promoted) / shadow
-// divergence; 2 bad input (rollout file, a rollout other than the one a signed receipt covers,
-// inputs folder); 3 could not finish (shadow not run).
+// agent/shadow.h). Exit codes (README): 0 written / shadow pass; 1 shadow divergence (the kernel
+// disagrees with the reference); 2 usage (not promoted without --allow-unpromoted, the rollout
+// file, a rollout other than the one a signed receipt covers, the inputs folder, an output folder
+// in a missing folder); 3 could not finish (shadow not run, damaged store).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>

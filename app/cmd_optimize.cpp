@@ -1,30 +1,64 @@
 // `kloop optimize OP`: the refinement loop (agent/loop.h) with the real components: the chosen
 // provider, the sandboxed build + GPU worker evaluator, the holdout runner and the store.
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <tuple>
+#include <type_traits>
 
 #include <fmt/core.h>
 
 #include "agent/anthropic_provider.h"
 #include "agent/components.h"
 #include "agent/loop.h"
+#include "agent/loop_record.h"
 #include "agent/offline_provider.h"
 #include "agent/openai_provider.h"
 #include "agent/replay_provider.h"
 #include "app/commands.h"
+#include "app/work_root.h"
 #include "evaluator/subprocess.h"
 #include "evaluator/throughput.h"
 #include "store/error.h"
 #include "store/receipt.h"
+#include "store/text_view.h"
 
 namespace kloop::app {
 namespace {
 
+// Set by SIGINT, SIGTERM and SIGHUP (and by a closed stdout, StdoutProgress): the loop ends the
+// session `interrupted` after the current step, resumable. g_cancel_signal names the cause.
 std::atomic<bool> g_cancel{false};
-extern "C" void on_sigint(int) {
+std::atomic<int> g_cancel_signal{0};
+extern "C" void on_cancel_signal(int signal_number) {
+  g_cancel_signal.store(signal_number);
   g_cancel.store(true);
+}
+
+std::string cancel_cause() {
+  switch (g_cancel_signal.load()) {
+  case SIGTERM:
+    return "SIGTERM";
+  case SIGHUP:
+    return "SIGHUP: the terminal closed";
+  case SIGPIPE:
+    return "the output pipe closed";
+  default:
+    return "Ctrl-C";
+  }
+}
+
+// SIGINT, SIGTERM and SIGHUP cancel the loop like Ctrl-C. SIGPIPE is ignored, so a closed stdout
+// (`kloop optimize ... | head -2`) is a failed write that StdoutProgress turns into a cancel,
+// instead of a death that leaves the session `running`. Workers start with default signal
+// dispositions (evaluator/subprocess.h), so they are not affected.
+void install_cancel_handlers() {
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP})
+    std::signal(sig, on_cancel_signal);
+  std::signal(SIGPIPE, SIG_IGN);
 }
 
 struct OptimizeArgs {
@@ -41,6 +75,7 @@ struct OptimizeArgs {
   std::string sign_key;
   std::int64_t max_tokens = 0;
   double max_cost_usd = 0;
+  double usd_per_mtok_input = 0, usd_per_mtok_output = 0; // the model's price (cost budget)
   double worker_timeout_s = 120;
   std::string devices = "all";      // --devices (agent/components.h)
   int candidates_per_iteration = 1; // --candidates-per-iteration
@@ -48,20 +83,45 @@ struct OptimizeArgs {
   // left out and refuses one that differs from the record.
   bool provider_given = false, model_given = false, base_url_given = false;
   bool api_key_env_given = false, budget_given = false, seed_given = false;
-  bool replay_session_given = false, candidates_given = false;
+  bool replay_session_given = false, max_tokens_given = false, max_cost_given = false;
+  bool price_in_given = false, price_out_given = false, candidates_given = false;
 };
 
+// The session parameters kloop records (sessions.params_json) and a resume reads back.
+nlohmann::json session_params(const OptimizeArgs& a) {
+  nlohmann::json params = {{"base_url", a.base_url},
+                           {"api_key_env", a.api_key_env},
+                           {"no_sandbox", a.no_sandbox},
+                           {"replay_session", a.replay_session},
+                           {"max_tokens", a.max_tokens},
+                           {"max_cost_usd", a.max_cost_usd},
+                           {"usd_per_mtok_input", a.usd_per_mtok_input},
+                           {"usd_per_mtok_output", a.usd_per_mtok_output}};
+  if (a.candidates_per_iteration != 1) // a resume takes it from here (take_recorded)
+    params["candidates_per_iteration"] = a.candidates_per_iteration;
+  return params;
+}
+
+// Progress lines on stdout. A write that fails with EPIPE (the reader of a pipe went away, e.g.
+// `| head -2`) cancels the session like Ctrl-C; after a failed write nothing more is written.
 class StdoutProgress : public agent::ProgressSink {
 public:
   explicit StdoutProgress(bool quiet) : quiet_(quiet) {}
   void line(const std::string& text) override {
-    if (quiet_) return;
-    std::fputs((text + "\n").c_str(), stdout);
-    std::fflush(stdout);
+    if (quiet_ || broken_) return;
+    errno = 0;
+    if (std::fputs((text + "\n").c_str(), stdout) == EOF || std::fflush(stdout) != 0) {
+      broken_ = true;
+      if (errno == EPIPE) {
+        g_cancel_signal.store(SIGPIPE);
+        g_cancel.store(true);
+      }
+    }
   }
 
 private:
   bool quiet_;
+  bool broken_ = false;
 };
 
 std::vector<agent::ReplayRecord> replay_records(store::Store& st, std::int64_t id) {
@@ -103,6 +163,7 @@ std::unique_ptr<agent::Provider> make_provider(const OptimizeArgs& a, store::Sto
   config.base_url = a.base_url;
   config.api_key_env = a.api_key_env;
   config.model = a.model;
+  config.pricing = {a.usd_per_mtok_input, a.usd_per_mtok_output};
   auto runtime = agent::default_runtime(budget, &g_cancel);
   if (a.provider == "openai") {
     if (config.base_url.empty()) config.base_url = agent::kOpenAiDefaultBaseUrl;
@@ -126,6 +187,22 @@ std::string shown(const std::string& value) {
   return value.empty() ? "none" : "'" + value + "'";
 }
 
+// Recorded parameter `key` of `params` when it holds a T, else `fallback` (a session recorded
+// before the key existed, or an edited row: never a type_error).
+template <typename T>
+T recorded_param(const nlohmann::json& params, const char* key, const T& fallback) {
+  if (!params.is_object()) return fallback;
+  const auto it = params.find(key);
+  if (it == params.end()) return fallback;
+  if constexpr (std::is_same_v<T, std::string>) {
+    return it->is_string() ? it->template get<std::string>() : fallback;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return it->is_boolean() ? it->template get<bool>() : fallback;
+  } else {
+    return it->is_number_integer() ? it->template get<T>() : fallback;
+  }
+}
+
 // For --resume: the generator (provider, model, base URL, replay session), the budget and the
 // seed are the session's recorded ones, so a resumed session stays one session of one generator.
 // Fills every flag left out from the record; returns the refusal (naming the recorded value) for
@@ -146,13 +223,13 @@ std::string take_recorded(OptimizeArgs& a, const store::SessionRecord& s) {
   a.provider = s.provider;
   if (a.model_given && a.model != s.model) return refuse("--model", shown(s.model), shown(a.model));
   a.model = s.model;
-  const std::string recorded_url = s.params.value("base_url", std::string());
+  const std::string recorded_url = recorded_param(s.params, "base_url", std::string());
   if (a.base_url_given &&
       effective_base_url(s.provider, a.base_url) != effective_base_url(s.provider, recorded_url))
     return refuse("--base-url", shown(effective_base_url(s.provider, recorded_url)),
                   shown(a.base_url));
   a.base_url = recorded_url;
-  const auto recorded_replay = s.params.value("replay_session", std::int64_t{0});
+  const auto recorded_replay = recorded_param(s.params, "replay_session", std::int64_t{0});
   if (a.replay_session_given && a.replay_session != recorded_replay)
     return refuse("--replay-session",
                   recorded_replay > 0 ? std::to_string(recorded_replay) : "none",
@@ -164,21 +241,67 @@ std::string take_recorded(OptimizeArgs& a, const store::SessionRecord& s) {
   if (a.seed_given && static_cast<std::int64_t>(a.seed) != s.seed)
     return refuse("--seed", std::to_string(s.seed), std::to_string(a.seed));
   a.seed = static_cast<std::uint64_t>(s.seed);
-  const int recorded_k = s.params.value("candidates_per_iteration", 1);
+  const int recorded_k = std::clamp(recorded_param(s.params, "candidates_per_iteration", 1), 1, 16);
   if (a.candidates_given && a.candidates_per_iteration != recorded_k)
     return refuse("--candidates-per-iteration", std::to_string(recorded_k),
                   std::to_string(a.candidates_per_iteration));
   a.candidates_per_iteration = recorded_k;
+  // The spending limits and the price they are counted at hold for the whole session (a session
+  // recorded before they were recorded has none).
+  const auto number = [&](const char* key) { // within the options' ranges (an edited row)
+    const auto v = s.params.is_object() ? s.params.value(key, nlohmann::json()) : nlohmann::json();
+    const double x = v.is_number() ? v.get<double>() : 0.0;
+    return std::isfinite(x) ? std::clamp(x, 0.0, 9007199254740992.0) : 0.0;
+  };
+  const auto limit_text = [](double v) { return v > 0 ? fmt::format("{}", v) : "none"; };
+  const auto recorded_tokens = static_cast<std::int64_t>(number("max_tokens"));
+  if (a.max_tokens_given && a.max_tokens != recorded_tokens)
+    return refuse("--max-tokens", limit_text(static_cast<double>(recorded_tokens)),
+                  std::to_string(a.max_tokens));
+  a.max_tokens = recorded_tokens;
+  for (const auto& [flag, key, value, given] :
+       {std::tuple<const char*, const char*, double*, bool>{"--max-cost-usd", "max_cost_usd",
+                                                            &a.max_cost_usd, a.max_cost_given},
+        {"--usd-per-mtok-input", "usd_per_mtok_input", &a.usd_per_mtok_input, a.price_in_given},
+        {"--usd-per-mtok-output", "usd_per_mtok_output", &a.usd_per_mtok_output,
+         a.price_out_given}}) {
+    if (given && *value != number(key))
+      return refuse(flag, limit_text(number(key)), fmt::format("{}", *value));
+    *value = number(key);
+  }
+  // Sandboxing: a session recorded with sandboxed builds is never continued without one (its
+  // candidates would differ in how they were built; each records its sandbox anyway). A session
+  // recorded with --no-sandbox continues as recorded.
+  const bool recorded_no_sandbox = recorded_param(s.params, "no_sandbox", false);
+  if (a.no_sandbox && !recorded_no_sandbox)
+    return fmt::format("--resume {}: session {} was recorded with sandboxed builds; --no-sandbox "
+                       "would build its remaining candidates without isolation. Leave "
+                       "--no-sandbox out to resume it sandboxed, or start a new session with "
+                       "--no-sandbox",
+                       s.id, s.id);
+  a.no_sandbox = recorded_no_sandbox;
   // The key's variable is not part of the generator: a new one may be given (a rotated key).
-  if (!a.api_key_env_given) a.api_key_env = s.params.value("api_key_env", std::string());
+  if (!a.api_key_env_given) a.api_key_env = recorded_param(s.params, "api_key_env", std::string());
   return "";
 }
 
-// Flags the chosen provider would silently ignore; returns the refusal, or "" when none.
+// Flags the chosen provider would silently ignore, and a cost budget that could not be counted;
+// returns the refusal, or "" when none.
 std::string unused_flags(const OptimizeArgs& a) {
   if (a.replay_session > 0 && a.provider != "replay")
     return "--replay-session needs --provider replay (it names the session whose responses the "
            "replay provider serves)";
+  const bool priced = a.usd_per_mtok_input > 0 || a.usd_per_mtok_output > 0;
+  if ((a.provider == "offline" || a.provider == "replay") &&
+      (a.max_tokens > 0 || a.max_cost_usd > 0 || priced))
+    return fmt::format("--max-tokens, --max-cost-usd and the --usd-per-mtok prices are for "
+                       "--provider openai or anthropic; the {} provider sends no request and "
+                       "spends nothing (drop them or choose a provider)",
+                       a.provider);
+  if (a.max_cost_usd > 0 && !priced)
+    return "--max-cost-usd needs the model's price to count what the session costs: give "
+           "--usd-per-mtok-input X and --usd-per-mtok-output Y (US dollars per million input and "
+           "output tokens, from the provider's price list), or limit tokens with --max-tokens";
   if (a.provider == "offline")
     for (const auto& [flag, value] :
          {std::pair<const char*, const std::string*>{"--model", &a.model},
@@ -205,9 +328,10 @@ void record_run(store::Store& st, std::int64_t session_id, const agent::DeviceCo
   }
   try {
     long peak = rss_kib;
+    const auto params = st.load_session(session_id).session.params;
     const auto prior =
-        st.load_session(session_id).session.params.value("resources", nlohmann::json::object());
-    peak = std::max(peak, prior.value("kloop_peak_rss_kib", 0L));
+        params.is_object() ? params.value("resources", nlohmann::json()) : nlohmann::json();
+    peak = std::max(peak, recorded_param(prior, "kloop_peak_rss_kib", 0L));
     st.set_session_param(
         session_id, "resources",
         {{"kloop_peak_rss_kib", peak},
@@ -226,7 +350,7 @@ void print_result(const OptimizeArgs& a, const agent::LoopResult& r, long rss_ki
   if (a.json) {
     nlohmann::json out = r.to_json();
     out["kloop_peak_rss_kib"] = rss_kib;
-    std::cout << out.dump(2) << "\n";
+    std::cout << store::json_text(out, 2) << "\n";
   } else {
     std::printf("\n%-10s %-26s %-9s %s\n", "iteration", "verdict", "seconds", "speed-up");
     for (const auto& it : r.iterations) {
@@ -240,8 +364,8 @@ void print_result(const OptimizeArgs& a, const agent::LoopResult& r, long rss_ki
     std::printf("\nsession %lld: %s\n  %s\n", static_cast<long long>(r.session_id),
                 r.decision.c_str(), r.reason.c_str());
     if (!r.export_dir.empty()) std::printf("  promoted artifact: %s\n", r.export_dir.c_str());
-    std::printf("  store: %s (kloop show %lld)\n", a.store_dir.c_str(),
-                static_cast<long long>(r.session_id));
+    std::printf("  store: %s (%s)\n", a.store_dir.c_str(),
+                store::kloop_command(fmt::format("show {}", r.session_id), a.store_dir).c_str());
     std::printf("  kloop peak RSS %ld MiB\n", (rss_kib + 1023) / 1024);
   }
 }
@@ -292,6 +416,10 @@ int run_optimize(OptimizeArgs a) {
   }
   agent::Budget budget(a.max_tokens > 0 ? std::optional<std::int64_t>(a.max_tokens) : std::nullopt,
                        a.max_cost_usd > 0 ? std::optional<double>(a.max_cost_usd) : std::nullopt);
+  // A resumed session's limits count what it already spent (agent::recorded_usage).
+  if (a.resume > 0 && (a.max_tokens > 0 || a.max_cost_usd > 0))
+    budget.charge(agent::recorded_usage(st->load_session(a.resume)),
+                  agent::Pricing{a.usd_per_mtok_input, a.usd_per_mtok_output});
   std::unique_ptr<agent::Provider> provider;
   // Every provider but replay (which reads the store) is configured before the store is created.
   const auto build_provider = [&]() -> int {
@@ -310,6 +438,8 @@ int run_optimize(OptimizeArgs a) {
   if (!provider)
     if (const int rc = build_provider()) return rc;
   StdoutProgress progress(a.json);
+  install_cancel_handlers(); // before the device probe: the session is not created yet
+  const WorkRoot work_root;  // $TMPDIR of this run; a killed run's is removed by the next one
   agent::DeviceOptions device_options{a.no_sandbox, a.worker_timeout_s, a.seed};
   device_options.devices = a.devices;
   try {
@@ -333,12 +463,8 @@ int run_optimize(OptimizeArgs a) {
   o.seed = a.seed;
   o.provider_name = a.provider;
   o.model = a.model;
-  o.params = {{"base_url", a.base_url},
-              {"api_key_env", a.api_key_env},
-              {"no_sandbox", a.no_sandbox},
-              {"replay_session", a.replay_session}};
-  if (a.candidates_per_iteration != 1)
-    o.params["candidates_per_iteration"] = a.candidates_per_iteration;
+  o.params = session_params(a);
+  o.cancel_cause = cancel_cause;
   if (a.resume > 0) o.resume_session = a.resume;
   o.cli_operator = a.op;
   o.holdout_dir = std::filesystem::path(a.store_dir) / "holdout";
@@ -350,7 +476,6 @@ int run_optimize(OptimizeArgs a) {
   o.device_uuid = device.device_uuid();
   o.driver_version = device.driver_version();
 
-  std::signal(SIGINT, on_sigint);
   agent::LoopResult r;
   try {
     r = agent::run_loop(o, *provider, device.evaluator(), device.holdout_runner(), *st, progress,
@@ -415,13 +540,22 @@ void register_optimize(CLI::App& app, int& exit_code) {
   sub->add_flag("--no-sandbox", args->no_sandbox,
                 "Build untrusted code without namespace isolation (recorded; avoid)");
   sub->add_option("--sign-key", args->sign_key, "Sign the promotion receipt with this key file");
-  sub->add_option("--max-tokens", args->max_tokens, "Token budget of the session (0: none)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--max-cost-usd", args->max_cost_usd, "Cost budget of the session (0: none)")
-      ->check(finite_non_negative_check());
+  auto* max_tokens =
+      sub->add_option("--max-tokens", args->max_tokens, "Token budget of the session (0: none)")
+          ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 53));
+  auto* max_cost =
+      sub->add_option("--max-cost-usd", args->max_cost_usd,
+                      "Cost budget of the session in US dollars (0: none; needs the prices)")
+          ->check(finite_number_check(0, 1e9, "US dollars; 0: no limit"));
+  auto* price_in = sub->add_option("--usd-per-mtok-input", args->usd_per_mtok_input,
+                                   "The model's price per million input tokens, US dollars")
+                       ->check(finite_number_check(0, 1e6, "US dollars per million tokens"));
+  auto* price_out = sub->add_option("--usd-per-mtok-output", args->usd_per_mtok_output,
+                                    "The model's price per million output tokens, US dollars")
+                        ->check(finite_number_check(0, 1e6, "US dollars per million tokens"));
   sub->add_option("--worker-timeout", args->worker_timeout_s,
                   "Watchdog deadline per GPU worker batch, seconds")
-      ->check(CLI::Range(1.0, 3600.0));
+      ->check(finite_number_check(1, 3600, "seconds"));
   sub->add_option("--devices", args->devices,
                   "GPUs to use: all (default), none, or a comma list of indices / GPU UUIDs")
       ->check(devices_check());
@@ -438,6 +572,10 @@ void register_optimize(CLI::App& app, int& exit_code) {
     args->seed_given = seed->count() > 0;
     args->replay_session_given = replay_session->count() > 0;
     args->candidates_given = candidates->count() > 0;
+    args->max_tokens_given = max_tokens->count() > 0;
+    args->max_cost_given = max_cost->count() > 0;
+    args->price_in_given = price_in->count() > 0;
+    args->price_out_given = price_out->count() > 0;
     exit_code = run_optimize(*args);
   });
 }

@@ -20,6 +20,7 @@
 #include "app/show_resources.h"
 #include "store/compare.h"
 #include "store/error.h"
+#include "store/generator_compare.h"
 #include "store/html_report.h"
 #include "store/phase_view.h"
 #include "store/receipt.h"
@@ -138,9 +139,10 @@ void invalid_utf8_paths(const nlohmann::json& j, const std::string& path,
 void note_invalid_utf8(const std::string& what, const std::vector<std::string>& where) {
   std::fprintf(stderr,
                "%s: note: stored text that is not valid UTF-8 (an edited or damaged row) at %s; "
-               "printed with U+FFFD in place of the invalid bytes. Database rows carry no hash: "
-               "compare with a copy you trust, and run `kloop store verify` to check the blobs "
-               "and the database structure\n",
+               "printed with U+FFFD in place of the invalid bytes. Run `kloop store verify`: it "
+               "checks the blobs, the database structure and each session's row chain (an edited "
+               "row of a session recorded before row chaining goes unnoticed: compare with a copy "
+               "you trust)\n",
                what.c_str(),
                where.empty() ? "an unnamed field"
                              : fmt::format("{}", fmt::join(where, ", ")).c_str());
@@ -229,18 +231,25 @@ void cmd_sessions(const Opts& o) {
   const auto pad = [](const std::string& t, std::size_t width) {
     return t + std::string(width - std::min(width, text_width(t)), ' ');
   };
-  std::string out = fmt::format("{:>5}  {:<16} {} {} {:>7}  {:<26} {:>14}  {}\n", "id", "kind",
+  std::size_t sb_w = text_width("sandbox");
+  for (const auto& s : list)
+    sb_w = std::max(sb_w, text_width(store::sandbox_text(s.sandboxes)));
+  std::string out = fmt::format("{:>5}  {:<16} {} {} {:>7}  {:<26} {:>14}  {}  {}\n", "id", "kind",
                                 pad("operator", op_w), pad("provider/model", pm_w), "budget",
-                                "verdict", "best speed-up", "date");
+                                "verdict", "best speed-up", pad("sandbox", sb_w), "date");
   for (const auto& [s, op, pm, started] : rows) {
     const std::string verdict =
         s->decision ? std::string(store::name(*s->decision))
                     : (s->session.verdict ? std::string(store::name(*s->session.verdict))
                                           : std::string(store::name(s->session.status)));
-    out += fmt::format("{:>5}  {:<16} {} {} {:>7}  {:<26} {:>14}  {}\n", s->session.id,
+    out += fmt::format("{:>5}  {:<16} {} {} {:>7}  {:<26} {:>14}  {}  {}\n", s->session.id,
                        store::session_kind(s->session), pad(op, op_w), pad(pm, pm_w),
                        fmt::format("{}/{}", s->iterations, s->session.budget), verdict,
-                       fmt_opt(s->best_speedup, "{:.2f}x"), started);
+                       fmt_opt(s->best_speedup, "{:.2f}x"),
+                       pad(text(store::sandbox_text(s->sandboxes),
+                                fmt::format("session {} sandbox", s->session.id)),
+                           sb_w),
+                       started);
   }
   text.print_all(out);
 }
@@ -292,6 +301,28 @@ std::string frozen_text(const store::CandidateDetail& c) {
                      *b->clears_noise_floor);
 }
 
+// `kloop show`'s lines on how a session ended and what it spent: the error that ended it
+// `failed` (params "failure"), its tokens (iterations whose usage made no sense are named as
+// uncounted), and how its candidates were built (sandbox kinds).
+std::string session_end_text(const store::SessionDetail& d, TextScrub& text) {
+  std::string out;
+  const auto& p = d.session.params;
+  if (p.is_object() && p.contains("failure") && p["failure"].is_object())
+    out += fmt::format(
+        "ended failed: {}\n",
+        text(store::json_string(p["failure"].value("error", nlohmann::json())), "session failure"));
+  const int unknown = d.unknown_usage_iterations();
+  if (d.tokens() > 0 || unknown > 0)
+    out += fmt::format("tokens: {} reported{}\n", d.tokens(),
+                       unknown == 0 ? ""
+                                    : fmt::format(", plus {} iteration(s) whose usage made no "
+                                                  "sense (unknown, not counted)",
+                                                  unknown));
+  out += fmt::format("sandbox: {}\n", d.sandboxes().empty() ? std::string("no candidate was built")
+                                                            : store::sandbox_text(d.sandboxes()));
+  return out;
+}
+
 void cmd_show(const Opts& o) {
   Store st = Store::open(o.dir, store::OpenMode::kReadOnly);
   const auto d = st.load_session(o.id);
@@ -319,6 +350,8 @@ void cmd_show(const Opts& o) {
                      s.device_name.empty() ? "none" : field(s.device_name, "device_name"),
                      field(s.started_at, "started_at"));
   out += session_resources_text(s);
+  out += session_end_text(d, text);
+  if (store::session_kind(s) == "checker-coverage") out += store::checker_coverage_text(d);
   // The candidate frozen for the holdout: the promotion decision's, else the holdout run's.
   std::optional<std::int64_t> frozen;
   if (d.promotion && d.promotion->candidate_id)
@@ -328,6 +361,10 @@ void cmd_show(const Opts& o) {
   for (const auto& it : d.iterations) {
     out += fmt::format("iteration {} ({:.1f} s)\n", it.iteration.index + 1,
                        it.iteration.wall_ms / 1000);
+    if (it.iteration.notes.is_object() && it.iteration.notes.contains("usage_invalid"))
+      out += fmt::format("  provider usage made no sense (tokens unknown, not counted): {}\n",
+                         text(store::json_string(it.iteration.notes["usage_invalid"]),
+                              fmt::format("iteration {} usage", it.iteration.index + 1)));
     for (const auto& c : it.candidates) {
       // The interval is the benchmark gate's within-run 95 % interval of the geometric mean
       // (measurement noise of this run; another run or GPU can land outside it).
@@ -340,6 +377,10 @@ void cmd_show(const Opts& o) {
                             b->indistinguishable, b->slower);
       out += line + "\n";
       if (frozen == c.candidate.id) out += frozen_text(c);
+      // How it was built (the build gate's evidence); nothing for a candidate never built.
+      if (const std::string sandbox = c.sandbox(); !sandbox.empty())
+        out += "    built in sandbox " +
+               text(sandbox, fmt::format("candidate {} sandbox", c.candidate.id)) + "\n";
       const std::string cand = fmt::format("candidate {}", c.candidate.id);
       for (const auto& g : c.gates) {
         const std::string gate = text(g.name, cand + " gate name");
@@ -379,17 +420,30 @@ int cmd_verify(const Opts& o) {
   for (const auto& a : rep.altered)
     print(fmt::format("altered blob {}\n", a));
   if (rep.integrity != "ok") print(fmt::format("database integrity_check: {}\n", rep.integrity));
-  // Blobs are content-addressed, so they are re-hashed; database rows carry no hash, so only
-  // SQLite's structural check speaks for them (an edited value passes it).
+  print(verify_chain_text(rep.chains));
+  for (const auto& f : rep.orphans)
+    print(fmt::format("orphan blob file blobs/{} (no row registers it)\n", f));
+  // Blobs are content-addressed and re-hashed; rows are checked by their hash chains.
   print(fmt::format("{}: {} blobs checked, {} missing, {} altered, database structure {} (SQLite "
-                    "integrity_check; row values are not hashed)\n",
+                    "integrity_check), row chains {}, {} orphan file(s) ({} bytes)\n",
                     st.dir(), rep.blobs_checked, rep.missing.size(), rep.altered.size(),
-                    rep.integrity == "ok" ? "ok" : "damaged"));
+                    rep.integrity == "ok" ? "ok" : "damaged", rep.chains.ok() ? "ok" : "BROKEN",
+                    rep.orphans.size(), rep.orphan_bytes));
+  if (!rep.orphans.empty())
+    print("orphan files are blobs of a step that never committed (a killed run writes blobs "
+          "before the rows naming them) or of deleted rows; no record names them, so they are "
+          "not damage: they can be deleted\n");
   return rep.ok() ? kExitOk : kExitCouldNotFinish; // a damaged store (README exit codes)
 }
 
 int cmd_replay(const Opts& o) {
   Store st = Store::open(o.dir, store::OpenMode::kReadOnly);
+  if (const auto rec = st.load_session(o.id).session; store::session_kind(rec) != "optimize")
+    throw UsageError(fmt::format(
+        "session {} is a {} run: it recorded mutants of the in-tree baseline, not candidates, so "
+        "there is nothing to replay; `{}` shows it, and `kloop checker-coverage rmsnorm "
+        "--check-record FILE` re-runs the analysis against a recorded score",
+        o.id, store::session_kind(rec), store::kloop_command(fmt::format("show {}", o.id), o.dir)));
   const auto* fn = store::default_reevaluator();
   const auto rows = store::replay_session(st, o.id, fn);
   if (o.json) {
@@ -450,11 +504,31 @@ void register_store_commands(CLI::App& app, int& exit_code) {
   show->add_flag("--json", o->json, "Print JSON");
   show->callback([o] { cmd_show(*o); });
 
-  auto* compare = app.add_subcommand("compare", "Compare sessions grouped by provider/model");
+  auto* compare = app.add_subcommand(
+      "compare", "Compare sessions grouped by provider/model, or generators (--by generator)");
   add_store_flag(compare, *o);
-  compare->add_option("IDS", o->ids, "Session ids")->required()->check(session_id_check());
+  compare->add_option("IDS", o->ids, "Session ids")->check(session_id_check());
   compare->add_flag("--json", o->json, "Print JSON");
-  compare->callback([o] {
+  auto by = std::make_shared<GeneratorCompareArgs>();
+  add_generator_compare_flags(compare, *by);
+  compare->callback([o, by] {
+    if (!by->by.empty()) {
+      if (!o->ids.empty())
+        throw UsageError("compare --by generator compares every optimize session of the store; "
+                         "leave out the session ids (or drop --by to compare those sessions)");
+      if (!by->html.empty()) check_output_path(by->html, "--html");
+      const nlohmann::json cmp = generator_comparison(o->dir, *by);
+      if (!by->html.empty()) {
+        std::ofstream out = open_output(by->html, "--html");
+        write_output(out, store::render_generator_comparison_html(cmp), by->html);
+      }
+      print(o->json ? dump_store_json(cmp, "kloop compare --by generator") + "\n"
+                    : store::format_generator_comparison(cmp));
+      if (!by->html.empty() && !o->json) print(fmt::format("wrote {}\n", by->html));
+      return;
+    }
+    if (o->ids.empty())
+      throw UsageError("compare needs session ids (kloop compare ID...) or --by generator");
     Store st = Store::open(o->dir, store::OpenMode::kReadOnly);
     const auto cmp = store::compare_sessions(st, o->ids);
     print(o->json ? dump_store_json(cmp, "kloop compare") + "\n" : store::format_compare(cmp));
@@ -481,9 +555,11 @@ void register_store_commands(CLI::App& app, int& exit_code) {
 
   auto* storecmd = app.add_subcommand("store", "Store maintenance");
   storecmd->require_subcommand(1);
-  auto* verify = storecmd->add_subcommand("verify", "Re-hash every blob; exit 3 on damage");
+  auto* verify = storecmd->add_subcommand(
+      "verify", "Re-hash every blob, check every session's row chain; exit 3 on damage");
   add_store_flag(verify, *o);
   verify->callback([o, ec] { *ec = cmd_verify(*o); });
+  register_store_merge(storecmd, exit_code); // cmd_merge.cpp
 
   auto* keys = app.add_subcommand("keys", "Signing keys");
   keys->require_subcommand(1);
@@ -534,21 +610,11 @@ void register_store_commands(CLI::App& app, int& exit_code) {
     nlohmann::json r;
     try {
       r = store::sign_session_receipt(st, o->id, kp, o->reviewer);
-    } catch (const store::NoSuchSession& e) {
-      std::fprintf(stderr, "kloop receipt sign: %s\n", e.what());
-      *ec = kExitUsage;
-      return;
-    } catch (const store::NotPromoted& e) { // a request that cannot be met: usage (2)
-      std::fprintf(stderr, "kloop receipt sign: %s\n", e.what());
-      *ec = kExitUsage;
-      return;
-    } catch (const store::DamagedStore& e) { // missing/altered evidence: the store is damaged
-      std::fprintf(stderr, "kloop receipt sign: %s\n", e.what());
-      *ec = kExitCouldNotFinish;
-      return;
     } catch (const store::StoreError& e) {
+      // No such session, not promoted or an empty rollout (store::Refused): usage (2). Missing,
+      // altered or self-contradicting evidence: the store is damaged (3).
       std::fprintf(stderr, "kloop receipt sign: %s\n", e.what());
-      *ec = kExitRejected;
+      *ec = exit_code_of(e);
       return;
     }
     if (o->out.empty()) {

@@ -12,10 +12,12 @@
 #include <string_view>
 #include <system_error>
 
+#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include <CLI/CLI.hpp>
 
+#include "store/chain.h"
 #include "store/error.h"
 
 namespace kloop::app {
@@ -23,9 +25,9 @@ namespace kloop::app {
 // Documented exit codes (README.md, DESIGN.md "CLI").
 enum ExitCode : int {
   kExitOk = 0,             // promoted / passed / command succeeded
-  kExitRejected = 1,       // candidate or session rejected
-  kExitUsage = 2,          // usage or contract error (bad flag, bad manifest, bad input file)
-  kExitCouldNotFinish = 3, // no device (pending_device_validation), infrastructure fault
+  kExitRejected = 1,       // a hard gate failed (a malformed manifest is a failed contract gate)
+  kExitUsage = 2,          // usage error (bad flag or value, unreadable input file, ...)
+  kExitCouldNotFinish = 3, // no device (pending_device_validation), damaged store, infrastructure
 };
 
 // A file or folder named on the command line that cannot be read or written, or whose content is
@@ -35,12 +37,14 @@ public:
   using std::runtime_error::runtime_error;
 };
 
-// Exit code for an exception that reached main(): a session ID that names no session, a --store
-// that is no store, or a UsageError is a usage error (2); anything else could not finish (3).
+// Exit code for an exception that reached main() (README "Exit codes"): a session ID that names no
+// session, a --store that is no store, a request the session cannot meet (store::Refused: signing
+// or exporting a session that was not promoted) or a UsageError is a usage error (2); anything
+// else, a damaged store included, could not finish (3).
 inline int exit_code_of(const std::exception& e) {
   const bool usage = dynamic_cast<const store::NoSuchSession*>(&e) ||
                      dynamic_cast<const store::NoSuchStore*>(&e) ||
-                     dynamic_cast<const UsageError*>(&e);
+                     dynamic_cast<const store::Refused*>(&e) || dynamic_cast<const UsageError*>(&e);
   return usage ? kExitUsage : kExitCouldNotFinish;
 }
 
@@ -63,7 +67,7 @@ inline CLI::Validator session_id_check() {
         if (!parse_whole(text, v) || v <= 0 || text[0] == '0')
           return "a session ID is a positive decimal integer up to 9223372036854775807, without "
                  "leading zeros (got '" +
-                 text + "'); list the stored sessions with `kloop sessions`";
+                 text + "'); list the stored sessions with `kloop sessions` and the same --store";
         return {};
       },
       "SESSION_ID");
@@ -83,17 +87,23 @@ inline CLI::Validator seed_check() {
       "UINT64");
 }
 
-// Validator for a budget in dollars, tokens or seconds that may be 0 (none): a finite number >= 0.
-// CLI::NonNegativeNumber lets "nan" through (nan < 0 is false).
-inline CLI::Validator finite_non_negative_check() {
+// The one validator of every floating-point option (seconds, dollars, prices): a finite decimal
+// number in [lo, hi] (`lo_open`: lo itself excluded), as std::from_chars reads it. CLI11's own
+// Range and NonNegativeNumber let "nan" through (every comparison with NaN is false); NaN, the
+// infinities, hex floats, out-of-range text ("1e999") and trailing bytes are refused here, naming
+// the range and the text given. `what` says what the number is ("seconds", "US dollars; 0: no
+// limit").
+inline CLI::Validator finite_number_check(double lo, double hi, const std::string& what,
+                                          bool lo_open = false) {
+  const std::string range = fmt::format("{}{}, {}]", lo_open ? "(" : "[", lo, hi);
   return CLI::Validator(
-      [](const std::string& text) -> std::string {
+      [=](const std::string& text) -> std::string {
         double v = 0;
-        if (!parse_whole(text, v) || !std::isfinite(v) || v < 0)
-          return "expected a finite number >= 0 (0: no limit), got '" + text + "'";
+        if (!parse_whole(text, v) || !std::isfinite(v) || v < lo || v > hi || (lo_open && v == lo))
+          return fmt::format("expected a finite number in {} ({}), got '{}'", range, what, text);
         return {};
       },
-      "NUMBER >= 0");
+      "NUMBER in " + range);
 }
 
 // Validator for `--devices` (agent::check_devices_syntax: all, none, or a comma list of device
@@ -112,11 +122,13 @@ inline bool json_requested(int argc, const char* const* argv) {
 // Prints {"error": <message>, "exit_code": <code>} on stdout when --json was given, so a script
 // that parses stdout sees the error instead of empty output. Bytes that are not UTF-8 (a path
 // argument, say) are replaced by U+FFFD instead of making the serializer throw.
-inline void print_json_error(int argc, const char* const* argv, const std::string& message,
-                             int code) {
-  if (!json_requested(argc, argv)) return;
+inline void print_json_error(const std::string& message, int code) {
   const nlohmann::json doc{{"error", message}, {"exit_code", code}};
   std::printf("%s\n", doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+}
+inline void print_json_error(int argc, const char* const* argv, const std::string& message,
+                             int code) {
+  if (json_requested(argc, argv)) print_json_error(message, code);
 }
 
 // Reports an exception that reached main() and returns its exit code (exit_code_of): the message
@@ -145,6 +157,22 @@ void register_store_commands(CLI::App& app, int& exit_code);   // cmd_store.cpp:
                                                                // keys, receipt
 
 void register_export_commands(CLI::App& app, int& exit_code); // cmd_export.cpp: export, shadow
+
+// cmd_merge.cpp: `kloop store merge OUT STORE...` under the `store` subcommand.
+void register_store_merge(CLI::App* store_cmd, int& exit_code);
+// cmd_merge.cpp: `kloop compare --by generator [--operator OP] [--html FILE]`.
+struct GeneratorCompareArgs {
+  std::string by, op, html;
+};
+void add_generator_compare_flags(CLI::App* compare, GeneratorCompareArgs& args);
+// The comparison (store/generator_compare.h) of the store at `store_dir`; UsageError for a --by
+// other than "generator".
+nlohmann::json generator_comparison(const std::string& store_dir, const GeneratorCompareArgs& args);
+// cmd_merge.cpp: the row-chain lines of `kloop store verify` (store/chain.h).
+std::string verify_chain_text(const store::ChainReport& chains);
+
+void register_sweep_commands(CLI::App& app, int& exit_code);   // cmd_sweep.cpp
+void register_contract_command(CLI::App& app, int& exit_code); // cmd_contract.cpp
 
 // Registers the evaluator that `kloop replay` re-runs stored candidates through (replay_hook.cpp).
 void register_replay_evaluator();

@@ -10,7 +10,9 @@ int main(int argc, char** argv) {
   CLI::App app{
       "kloop: sends an operator contract to a kernel generator, builds and checks every candidate "
       "through hard gates, and promotes only fully verified kernels.\n"
-      "Exit codes: 0 ok/promoted, 1 rejected, 2 usage or contract error, 3 could not finish."};
+      "Exit codes (README \"Exit codes\"): 0 ok/promoted/passed, 1 rejected (a hard gate failed; "
+      "a malformed manifest fails the contract gate), 2 usage error, 3 could not finish (no "
+      "device, provider unreachable, damaged store, infrastructure fault)."};
   app.set_version_flag("--version", fmt::format("kloop {} ({})", KLOOP_VERSION, KLOOP_GIT_COMMIT));
   app.require_subcommand(1);
   int exit_code = kloop::app::kExitOk;
@@ -19,6 +21,8 @@ int main(int argc, char** argv) {
   kloop::app::register_checker_coverage(app, exit_code);
   kloop::app::register_store_commands(app, exit_code);
   kloop::app::register_export_commands(app, exit_code);
+  kloop::app::register_sweep_commands(app, exit_code);
+  kloop::app::register_contract_command(app, exit_code);
   kloop::app::register_replay_evaluator();
   try {
     app.parse(argc, argv);

@@ -49,7 +49,7 @@ std::string read(const fs::path& p) {
 
 // Builds `source` with NVRTC outside the sandbox; throws with the build reason on failure.
 std::string build_cubin(const std::string& source, const std::string& manifest_text) {
-  const auto parsed = rmsnorm::parse_manifest(manifest_text, source);
+  const auto parsed = rmsnorm::parse_manifest(manifest_text);
   if (!parsed.manifest) throw std::runtime_error("manifest rejected");
   evaluator::BuildOptions options;
   options.sandbox = evaluator::SandboxRequest::kNoSandbox;

@@ -8,6 +8,14 @@ if(KLOOP_SANITIZE)
     $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined>
     # GCC 12 reports false -Wmaybe-uninitialized inside libstdc++'s std::function (as used by
     # std::regex) when ASan instruments it; the normal build keeps the warning as an error.
-    $<$<COMPILE_LANGUAGE:CXX>:-Wno-maybe-uninitialized>)
+    $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-maybe-uninitialized>)
   target_link_options(kloop_warnings INTERFACE -fsanitize=address,undefined)
+endif()
+# KLOOP_FUZZ: libFuzzer's coverage instrumentation on all of kloop's code (the fuzz targets link
+# -fsanitize=fuzzer themselves, fuzz/CMakeLists.txt); clang only.
+if(KLOOP_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "KLOOP_FUZZ needs clang (CXX=clang++-14; scripts/fuzz.sh sets it)")
+  endif()
+  target_compile_options(kloop_warnings INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
 endif()

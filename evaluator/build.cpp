@@ -63,6 +63,23 @@ std::string canonical(const std::string& p) {
   return ec ? p : c.string();
 }
 
+// The first neutralised directive whose #error the compiler reported (it was reached), if any.
+const IncludeProblem* reached_include(const std::string& log,
+                                      const std::vector<IncludeProblem>& neutralised) {
+  const IncludeProblem* first = nullptr;
+  for (const auto& p : neutralised) {
+    const std::string at = fmt::format("kernel.cu({}): ", p.line);
+    for (std::size_t pos = 0; (pos = log.find(at, pos)) != std::string::npos; pos += at.size()) {
+      const std::size_t eol = log.find('\n', pos);
+      if (log.substr(pos, eol - pos).find(kNeutralisedIncludeMarker) != std::string::npos) {
+        if (!first || p.line < first->line) first = &p;
+        break;
+      }
+    }
+  }
+  return first;
+}
+
 GateResult gate(GateStatus status, std::string reason, nlohmann::json evidence) {
   return {std::string(kGateBuild), status, std::move(reason), std::move(evidence)};
 }
@@ -84,14 +101,23 @@ BuildResult build_candidate(std::string_view source, const rmsnorm::Manifest& ma
                   {root + "/", "<cuda>/"}};
   nlohmann::json evidence = {{"target", manifest.target}};
 
-  // 1. Pre-scan: nothing outside the toolkit headers ever reaches the compiler.
-  if (auto problems = scan_includes(source, inc); !problems.empty()) {
+  // 1. Pre-scan: nothing outside the toolkit headers ever reaches the compiler; directives that
+  // name no compilable toolkit header become #error lines, which fail only where the
+  // preprocessor reaches them.
+  const IncludeScan scan = scan_includes(source, inc);
+  if (!scan.rejected.empty()) {
     nlohmann::json list = nlohmann::json::array();
-    for (const auto& p : problems)
+    for (const auto& p : scan.rejected)
       list.push_back(p.message);
     evidence["include_problems"] = list;
-    r.gate = gate(GateStatus::kFail, "kernel.cu " + problems.front().message, evidence);
+    r.gate = gate(GateStatus::kFail, "kernel.cu " + scan.rejected.front().message, evidence);
     return r;
+  }
+  if (!scan.neutralised.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& p : scan.neutralised)
+      list.push_back({{"line", p.line}, {"header", p.header}, {"message", p.message}});
+    evidence["neutralised_includes"] = list;
   }
 
   // 2. Sandbox and build directory.
@@ -106,7 +132,8 @@ BuildResult build_candidate(std::string_view source, const rmsnorm::Manifest& ma
   r.redactions.insert(r.redactions.begin(), {build_dir + "/", ""});
   {
     std::ofstream f(build_dir + "/kernel.cu", std::ios::binary);
-    f.write(source.data(), static_cast<std::streamsize>(source.size()));
+    const std::string& text = scan.source_to_compile;
+    f.write(text.data(), static_cast<std::streamsize>(text.size()));
     if (!f) throw InfraError("build: cannot write kernel.cu into " + build_dir);
   }
   const auto deadline_s = std::chrono::duration<double>(options.deadline).count();
@@ -117,6 +144,8 @@ BuildResult build_candidate(std::string_view source, const rmsnorm::Manifest& ma
                                     build_dir,
                                     "--include",
                                     inc,
+                                    "--include",
+                                    inc + "/cccl",
                                     "--arch",
                                     manifest.target,
                                     "--as-mib",
@@ -209,8 +238,13 @@ BuildResult build_candidate(std::string_view source, const rmsnorm::Manifest& ma
         reduce_diagnostics(r.log.find("error") != std::string::npos ? r.log : r.log_ptx),
         r.redactions);
     evidence["diagnostics"] = reduced;
-    const std::string first = reduced.substr(0, reduced.find('\n'));
-    r.gate = gate(GateStatus::kFail, "build: NVRTC compile error: " + first, evidence);
+    if (const IncludeProblem* reached = reached_include(r.log + r.log_ptx, scan.neutralised)) {
+      evidence["include_problems"] = nlohmann::json::array({reached->message});
+      r.gate = gate(GateStatus::kFail, "kernel.cu " + reached->message, evidence);
+    } else {
+      const std::string first = reduced.substr(0, reduced.find('\n'));
+      r.gate = gate(GateStatus::kFail, "build: NVRTC compile error: " + first, evidence);
+    }
   } else {
     throw InfraError("build worker failed: " +
                      redact_paths(res.value("message", std::string("no message")), r.redactions));

@@ -61,6 +61,53 @@ struct Rule {
   std::optional<std::pair<double, double>> row; // (row_rtol, row_floor)
 };
 
+// The breach record of element `i` under `rule`.
+ToleranceBreach breach(const HostTensor& actual, const HostTensor& expected, const Rule& rule,
+                       std::int64_t i, const char* kind) {
+  ToleranceBreach b;
+  b.rule = kind;
+  const DType dtype = expected.dtype();
+  b.dtype = std::string(dtype_name(dtype));
+  const std::int64_t h = expected.ndim() == 0 ? 1 : std::max<std::int64_t>(expected.width(), 1);
+  b.index = i;
+  b.row = i / h;
+  b.column = i % h;
+  b.expected = expected.get(i);
+  b.actual = actual.get(i);
+  b.atol = rule.atol;
+  b.rtol = rule.rtol;
+  const double spacing = rmsnorm::output_ulp(dtype, b.expected);
+  if (std::isfinite(b.expected) && std::isfinite(b.actual)) {
+    b.abs_error = std::abs(b.actual - b.expected);
+    b.ulps = b.abs_error / spacing;
+  }
+  b.allowed = rule.atol + rule.rtol * (std::isfinite(b.expected) ? std::abs(b.expected) : 0.0);
+  b.allowed_ulps = b.allowed / spacing;
+  return b;
+}
+
+// The element of `row` with the largest finite error.
+std::int64_t worst_in_row(const HostTensor& actual, const HostTensor& expected, std::int64_t row) {
+  const std::int64_t h = expected.width();
+  std::int64_t worst = row * h;
+  double most = -1;
+  for (std::int64_t j = 0; j < h; ++j) {
+    const double e = expected.get(row * h + j), a = actual.get(row * h + j);
+    if (!std::isfinite(e) || !std::isfinite(a)) continue;
+    if (std::abs(a - e) > most) {
+      most = std::abs(a - e);
+      worst = row * h + j;
+    }
+  }
+  return worst;
+}
+
+// "element 1234 (row 3, column 210): expected 0.87011719, got 0.87353516".
+std::string where(const ToleranceBreach& b) {
+  return fmt::format("at element {} (row {}, column {}): expected {:.9g}, got {:.9g}", b.index,
+                     b.row, b.column, b.expected, b.actual);
+}
+
 Comparison compare_impl(const HostTensor& actual, const HostTensor& expected, const Rule& rule) {
   Comparison c;
   if (std::string why = shape_type_mismatch(actual, expected); !why.empty()) {
@@ -115,28 +162,61 @@ Comparison compare_impl(const HostTensor& actual, const HostTensor& expected, co
     }
   }
   if (c.nonfinite_mismatches > 0) {
-    const std::int64_t i = c.first_nonfinite_index;
+    c.breach = breach(actual, expected, rule, c.first_nonfinite_index, "nonfinite");
+    c.breach->violations = c.nonfinite_mismatches;
     c.pass = false;
-    c.reason = fmt::format(
-        "{} non-finite mismatch(es) (NaN/Inf positions, signs, or a non-finite output where the "
-        "reference is finite); first at element {} (row {}): expected {}, got {}",
-        c.nonfinite_mismatches, i, i / h, expected.get(i), actual.get(i));
+    c.reason = fmt::format("{} non-finite mismatch(es) (NaN/Inf positions, signs, or a non-finite "
+                           "output where the reference is finite); first {}",
+                           c.nonfinite_mismatches, where(*c.breach));
   } else if (c.tolerance_violations > 0) {
+    c.breach = breach(actual, expected, rule, c.worst_index, "elementwise");
+    c.breach->violations = c.tolerance_violations;
+    const ToleranceBreach& b = *c.breach;
     c.pass = false;
-    c.reason = fmt::format(
-        "{} element(s) exceed |a-e| <= {:g} + {:g}*|e|; worst at element {} (row {}): expected "
-        "{:.9g}, got {:.9g}",
-        c.tolerance_violations, rule.atol, rule.rtol, c.worst_index, c.worst_row, c.worst_expected,
-        c.worst_actual);
+    c.reason =
+        fmt::format("{} element(s) exceed |a-e| <= {:g} + {:g}*|e|; worst {}, error {:.3g} = "
+                    "{:.3g} ulp of {} where {:.3g} = {:.3g} ulp is allowed",
+                    c.tolerance_violations, rule.atol, rule.rtol, where(b), b.abs_error, b.ulps,
+                    b.dtype, b.allowed, b.allowed_ulps);
   } else if (rule.row && c.worst_row_ratio > rule.row->first) {
+    c.breach =
+        breach(actual, expected, rule, worst_in_row(actual, expected, c.worst_ratio_row), "row");
+    c.breach->row_ratio = c.worst_row_ratio;
+    c.breach->row_rtol = rule.row->first;
+    c.breach->row_floor = rule.row->second;
+    c.breach->allowed = 0; // the bound is on the row: row_rtol * max(||e||, row_floor)
+    c.breach->allowed_ulps = 0;
     c.pass = false;
-    c.reason = fmt::format("row {} relative error {:.3g} exceeds {:g} (||a-e|| / max(||e||, {:g}))",
-                           c.worst_ratio_row, c.worst_row_ratio, rule.row->first, rule.row->second);
+    c.reason =
+        fmt::format("row {} relative error {:.3g} exceeds {:g} (||a-e|| / max(||e||, {:g})); "
+                    "its largest error {}, error {:.3g} = {:.3g} ulp of {}",
+                    c.worst_ratio_row, c.worst_row_ratio, rule.row->first, rule.row->second,
+                    where(*c.breach), c.breach->abs_error, c.breach->ulps, c.breach->dtype);
   }
   return c;
 }
 
 } // namespace
+
+nlohmann::json ToleranceBreach::to_json() const {
+  return {{"rule", rule},
+          {"dtype", dtype},
+          {"index", index},
+          {"row", row},
+          {"column", column},
+          {"expected", num(expected)},
+          {"actual", num(actual)},
+          {"abs_error", num(abs_error)},
+          {"ulps", num(ulps)},
+          {"atol", atol},
+          {"rtol", rtol},
+          {"allowed", num(allowed)},
+          {"allowed_ulps", num(allowed_ulps)},
+          {"violations", violations},
+          {"row_ratio", num(row_ratio)},
+          {"row_rtol", row_rtol},
+          {"row_floor", row_floor}};
+}
 
 nlohmann::json Comparison::to_json() const {
   return {{"pass", pass},
@@ -152,7 +232,8 @@ nlohmann::json Comparison::to_json() const {
           {"nonfinite_mismatches", nonfinite_mismatches},
           {"first_nonfinite_index", first_nonfinite_index},
           {"worst_row_ratio", num(worst_row_ratio)},
-          {"worst_ratio_row", worst_ratio_row}};
+          {"worst_ratio_row", worst_ratio_row},
+          {"breach", breach ? breach->to_json() : nlohmann::json(nullptr)}};
 }
 
 Comparison compare(const HostTensor& actual, const HostTensor& expected, const Tolerance& tol) {

@@ -46,6 +46,26 @@ using Candidate = std::function<CandidateCall(const HostTensor& x, const HostTen
 // The reference wrapped as a Candidate (output or declared error).
 Candidate reference_candidate();
 
+// The element that broke the contract's tolerance, in the output's own terms: where it is, what
+// was expected and written, the error in ULPs of the output dtype, and the bound it broke. Gate
+// evidence (`breach` of the comparison JSON) for feedback; the reason line says the same.
+struct ToleranceBreach {
+  std::string rule;         // "elementwise", "nonfinite" or "row"
+  std::string dtype;        // output dtype name, e.g. "float16"
+  std::int64_t index = -1;  // flat row-major index into the output
+  std::int64_t row = -1;    // row of the [rows, H] view of the output
+  std::int64_t column = -1; // index within the row (0 <= column < H)
+  double expected = 0, actual = 0;
+  double abs_error = 0; // |actual - expected| (elementwise and row rules)
+  double ulps = 0;      // abs_error / (the dtype's spacing at |expected|; rmsnorm::output_ulp)
+  double atol = 0, rtol = 0;
+  double allowed = 0;          // elementwise and nonfinite: atol + rtol * |expected|; row: 0
+  double allowed_ulps = 0;     // allowed in the same ULPs
+  std::int64_t violations = 0; // elements over the bound, or non-finite mismatches
+  double row_ratio = 0, row_rtol = 0, row_floor = 0; // rule "row": ||a-e|| / max(||e||, floor)
+  nlohmann::json to_json() const;
+};
+
 // Element-level comparison of actual against expected (same shape, both valid tensors).
 struct Comparison {
   bool pass = true;
@@ -61,6 +81,7 @@ struct Comparison {
   std::int64_t tolerance_violations = 0; // finite elements over atol + rtol*|e|
   double worst_row_ratio = 0;            // max over rows of err_norm / max(exp_norm, floor)
   std::int64_t worst_ratio_row = -1;
+  std::optional<ToleranceBreach> breach; // set when !pass and values were compared
   nlohmann::json to_json() const;
 };
 

@@ -4,6 +4,7 @@
 #include "kernels/rmsnorm/cases.h"
 #include "kernels/rmsnorm/contract.h"
 #include "store/hash.h"
+#include "store/text_view.h"
 
 #include <unistd.h>
 
@@ -254,22 +255,35 @@ GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
 }
 
 nlohmann::json stalls_from_pcsample(const nlohmann::json& pc) {
-  nlohmann::json out = {{"histogram", pc.value("stall_reasons", nlohmann::json::object())},
-                        {"top_lines", nlohmann::json::array()},
-                        {"sampling_period", pc.value("sampling_period", 0)},
-                        {"total_samples", pc.value("total_samples", 0)},
-                        {"dropped_samples", pc.value("dropped_samples", 0)},
-                        {"status", pc.value("status", std::string("not_run"))},
-                        {"reason", pc.value("reason", std::string())}};
-  for (const auto& t : pc.value("top_pcs", nlohmann::json::array())) {
+  // Read field by field with type checks (store/text_view.h): a worker result of another shape
+  // gives zeros and empty lists, never a type_error out of the benchmark gate.
+  const auto member = [&](const char* key, nlohmann::json fallback) {
+    const auto it = pc.is_object() ? pc.find(key) : pc.end();
+    return pc.is_object() && it != pc.end() && it->type() == fallback.type() ? *it : fallback;
+  };
+  const auto count = [](const nlohmann::json& j, const char* key) {
+    const double v = store::number_at(j, key);
+    return v >= 0 && v < 9.2e18 ? static_cast<long long>(v) : 0LL;
+  };
+  nlohmann::json out = {
+      {"histogram", member("stall_reasons", nlohmann::json::object())},
+      {"top_lines", nlohmann::json::array()},
+      {"sampling_period", count(pc, "sampling_period")},
+      {"total_samples", count(pc, "total_samples")},
+      {"dropped_samples", count(pc, "dropped_samples")},
+      {"status", pc.is_object() ? store::string_at(pc, "status", "not_run") : "infra_error"},
+      {"reason", pc.is_object() ? store::string_at(pc, "reason")
+                                : "the worker's pcsample result is not a JSON object"}};
+  for (const auto& t : member("top_pcs", nlohmann::json::array())) {
     std::string reason;
-    long best = -1;
-    // Keep the stalls object alive: items() of a temporary would dangle.
-    const nlohmann::json stalls = t.value("stalls", nlohmann::json::object());
-    for (const auto& [name, n] : stalls.items())
-      if (n.is_number() && n.get<long>() > best) best = n.get<long>(), reason = name;
+    long long best = -1;
+    const nlohmann::json stalls = t.is_object() ? t.value("stalls", nlohmann::json()) : nullptr;
+    if (stalls.is_object())
+      for (const auto& [name, n] : stalls.items())
+        if (const long long v = count(stalls, name.c_str()); n.is_number() && v > best)
+          best = v, reason = name;
     out["top_lines"].push_back(
-        {{"line", t.value("line", 0)}, {"reason", reason}, {"samples", t.value("samples", 0)}});
+        {{"line", count(t, "line")}, {"reason", reason}, {"samples", count(t, "samples")}});
   }
   return out;
 }

@@ -67,7 +67,7 @@ struct GpuRunOptions {
 struct GpuRunRequest {
   std::string mode = "correctness"; // "probe" or "correctness"
   std::optional<std::string> cubin; // candidate cubin bytes; nullopt: reference kernel only
-  std::string source;               // kernel.cu text (the worker re-parses the manifest with it)
+  std::string source;               // kernel.cu text (kept beside the request for the record)
   nlohmann::json manifest;          // manifest.json text parsed as JSON (null when no cubin)
   nlohmann::json cases;             // [CaseSpec JSON] or {"suite": ..., "seed": N}
   nlohmann::json options = nlohmann::json::object(); // worker options (see protocol above)

@@ -67,7 +67,7 @@ HostStages run_host_stages(const Candidate& candidate, const EvaluateOptions& op
   double t = steady_now_ms();
   auto problems = check_candidate_bytes(candidate);
   if (problems.empty()) {
-    auto parsed = rmsnorm::parse_manifest(candidate.manifest_text, candidate.source);
+    auto parsed = rmsnorm::parse_manifest(candidate.manifest_text);
     if (parsed.manifest) ev.manifest = std::move(parsed.manifest);
     problems = std::move(parsed.errors);
   }

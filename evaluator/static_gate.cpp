@@ -106,21 +106,54 @@ GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
   for (const auto& [name, r] : parse_ptxas_report(nvrtc_log))
     resources[name] = r.to_json();
   g.evidence["resources"] = resources;
-  const auto findings = check_ptx(ptx, manifest);
+  const PtxInspection ins = inspect_ptx(ptx, manifest);
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& e : ins.entries) {
+    std::string dtype;
+    for (const auto& [d, name] : manifest.entry_points)
+      if (name == e.name) dtype = std::string(dtype_name(d));
+    entries.push_back({{"name", e.name},
+                       {"ptx_line", e.line},
+                       {"params", e.param_types},
+                       {"demangled", e.demangled},
+                       {"manifest_dtype", dtype}});
+  }
+  g.evidence["entries"] = entries;
+  g.evidence["unlisted_entries"] = ins.unlisted_entries;
+  nlohmann::json data = nlohmann::json::array();
+  for (const auto& u : ins.module_data)
+    data.push_back(u.to_json());
+  g.evidence["module_data"] = data;
   nlohmann::json list = nlohmann::json::array();
-  for (const auto& f : findings)
+  for (const auto& f : ins.findings)
     list.push_back({{"ptx_line", f.line}, {"kind", f.kind}, {"message", f.message}});
   g.evidence["findings"] = list;
   g.evidence["sass"] = inspect_sass(cubin, cuda_root);
-  if (!findings.empty()) {
+  if (!ins.findings.empty()) {
     g.status = GateStatus::kFail;
-    g.reason = findings.front().message;
-    if (findings.size() > 1) g.reason += fmt::format(" (+{} more findings)", findings.size() - 1);
-  } else if (g.evidence["sass"].value("status", "") != "ran") {
-    // The pass rests on the PTX checks and ptxas resources; say what did not run.
-    g.reason = "PTX checks passed; SASS summary not run: " +
-               g.evidence["sass"].value("reason", std::string("no reason recorded"));
+    g.reason = ins.findings.front().message;
+    if (ins.findings.size() > 1)
+      g.reason += fmt::format(" (+{} more findings)", ins.findings.size() - 1);
+    return g;
   }
+  // A pass says what it rests on when something did not run, and which kernels are never
+  // launched.
+  std::vector<std::string> notes;
+  if (g.evidence["sass"].value("status", "") != "ran")
+    notes.push_back("PTX checks passed; SASS summary not run: " +
+                    g.evidence["sass"].value("reason", std::string("no reason recorded")));
+  if (!ins.unlisted_entries.empty()) {
+    std::string names;
+    for (std::size_t i = 0; i < ins.unlisted_entries.size() && i < 4; ++i)
+      names += (names.empty() ? "" : ", ") + ins.unlisted_entries[i];
+    if (ins.unlisted_entries.size() > 4)
+      names += fmt::format(" and {} more", ins.unlisted_entries.size() - 4);
+    notes.push_back(fmt::format("the module also defines {} kernel(s) the manifest does not "
+                                "name, never launched: {}",
+                                ins.unlisted_entries.size(), names));
+  }
+  for (const auto& n : notes)
+    g.reason += (g.reason.empty() ? "" : "; ") + n;
   return g;
 }
 

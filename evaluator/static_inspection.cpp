@@ -1,7 +1,11 @@
 #include "evaluator/static_inspection.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <regex>
+#include <set>
 
 #include <fmt/core.h>
 
@@ -20,11 +24,6 @@ std::vector<std::string> split_lines(std::string_view text) {
   return lines;
 }
 
-std::string strip_ptx_comment(const std::string& line) {
-  const auto pos = line.find("//");
-  return pos == std::string::npos ? line : line.substr(0, pos);
-}
-
 // Accepted PTX parameter types for each of the contract's eight parameters
 // (x, weight, y, rows, H, x_row_stride, y_row_stride, eps).
 const std::vector<std::vector<std::string>>& contract_param_types() {
@@ -35,16 +34,44 @@ const std::vector<std::vector<std::string>>& contract_param_types() {
   return kTypes;
 }
 
-std::string_view dtype_name_for_messages(DType d) {
-  switch (d) {
-  case DType::kFloat32:
-    return "float32";
-  case DType::kFloat16:
-    return "float16";
-  case DType::kBFloat16:
-    return "bfloat16";
+// The C++ spelling of a mangled name ("_Z7rms_f32PKfS0_Pfxixxf" -> "rms_f32(float const*, ...)"),
+// or empty for a name that is not mangled.
+std::string demangle(const std::string& name) {
+  if (name.rfind("_Z", 0) != 0) return {};
+  int status = 0;
+  char* out = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  std::string s = status == 0 && out ? out : "";
+  std::free(out);
+  return s;
+}
+
+std::vector<PtxEntry> entries_of(const ptx::Module& module) {
+  std::vector<PtxEntry> out;
+  for (const ptx::Function* f : module.entries()) {
+    PtxEntry e{f->name, f->line, {}, demangle(f->name)};
+    for (const auto& p : f->params)
+      e.param_types.push_back(p.type);
+    out.push_back(std::move(e));
   }
-  return "?";
+  return out;
+}
+
+// "entry point 'NAME' (float16) is not a kernel of the compiled module; it defines: a, b ...",
+// with a hint when a C++ kernel of that name exists (it lacks extern "C").
+std::string missing_entry_message(const std::vector<PtxEntry>& entries, const std::string& name,
+                                  DType dtype) {
+  std::string defined, hint;
+  for (const auto& e : entries) {
+    defined += (defined.empty() ? "" : ", ") + e.name;
+    if (!e.demangled.empty() && e.demangled.rfind(name + "(", 0) == 0)
+      hint = fmt::format("; '{}' is there with C++ linkage as {} ({}): declare it extern \"C\"",
+                         name, e.name, e.demangled);
+  }
+  return fmt::format("manifest entry_points.{} = \"{}\" is not a kernel of the compiled module "
+                     "(the module defines {}){}; define it as extern \"C\" __global__ void {}(...) "
+                     "or name one of the module's kernels",
+                     dtype_name(dtype), name,
+                     defined.empty() ? "no kernels" : "the kernels " + defined, hint, name);
 }
 
 } // namespace
@@ -90,107 +117,71 @@ std::map<std::string, PtxasResources> parse_ptxas_report(std::string_view log) {
   return out;
 }
 
+nlohmann::json ModuleDataUse::to_json() const {
+  return {{"name", name},         {"ptx_line", line},         {"linkage", linkage},
+          {"writable", writable}, {"write_line", write_line}, {"how", how}};
+}
+
 std::vector<PtxEntry> parse_ptx_entries(std::string_view ptx) {
-  static const std::regex kEntry(R"(\.entry\s+([A-Za-z_$][\w$]*)\s*\(?)");
-  static const std::regex kParam(R"(\.param\s+(\.[a-z]+\d+))");
-  std::vector<PtxEntry> entries;
-  const auto lines = split_lines(ptx);
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    const std::string line = strip_ptx_comment(lines[i]);
-    std::smatch m;
-    if (!std::regex_search(line, m, kEntry)) continue;
-    PtxEntry e{m[1].str(), static_cast<int>(i + 1), {}};
-    // Parameters run until the closing ')' of the parameter list.
-    std::string rest = m.suffix().str();
-    for (std::size_t k = i; k < lines.size(); ++k) {
-      const std::string l = k == i ? rest : strip_ptx_comment(lines[k]);
-      for (auto it = std::sregex_iterator(l.begin(), l.end(), kParam); it != std::sregex_iterator();
-           ++it)
-        e.param_types.push_back((*it)[1].str());
-      if (l.find(')') != std::string::npos) break;
-      if (l.find('{') != std::string::npos) break;
-    }
-    entries.push_back(std::move(e));
+  return entries_of(ptx::parse_module(ptx));
+}
+
+std::string contract_signature_problem(const PtxEntry& entry) {
+  const auto& want = contract_param_types();
+  bool ok = entry.param_types.size() == want.size();
+  for (std::size_t p = 0; ok && p < want.size(); ++p)
+    ok = std::find(want[p].begin(), want[p].end(), entry.param_types[p]) != want[p].end();
+  if (ok) return {};
+  std::string got;
+  for (const auto& t : entry.param_types)
+    got += (got.empty() ? "" : ",") + t;
+  return fmt::format("PTX line {}: entry '{}' has parameters ({}); the contract needs "
+                     "(const T* x, const T* weight, T* y, long long rows, int H, "
+                     "long long x_row_stride, long long y_row_stride, float eps)",
+                     entry.line, entry.name, got);
+}
+
+PtxInspection inspect_ptx(std::string_view ptx, const rmsnorm::Manifest& manifest) {
+  PtxInspection out;
+  const ptx::Module module = ptx::parse_module(ptx);
+  out.entries = entries_of(module);
+  out.module_data = module_data_uses(module);
+  for (const auto& u : out.module_data) {
+    if (!u.writable) continue;
+    const std::string cxx = demangle(u.name);
+    out.findings.push_back(
+        {u.write_line, "module_state",
+         fmt::format("PTX line {}: module-scope variable '{}'{} (.global, PTX line {}) is "
+                     "writable: {}; writable module data carries state across calls and is "
+                     "forbidden: keep state in registers or shared memory, and declare tables "
+                     "const or __constant__",
+                     u.write_line, cxx.empty() ? u.name : cxx,
+                     cxx.empty() ? "" : " (" + u.name + ")", u.line, u.how)});
   }
-  return entries;
+  for (auto& f : forbidden_constructs(module))
+    out.findings.push_back(std::move(f));
+  std::stable_sort(out.findings.begin(), out.findings.end(),
+                   [](const PtxFinding& a, const PtxFinding& b) { return a.line < b.line; });
+  // Signatures and missing entries, in dtype order after the construct findings.
+  std::set<std::string> named;
+  for (const auto& [dtype, name] : manifest.entry_points) {
+    named.insert(name);
+    auto it = std::find_if(out.entries.begin(), out.entries.end(),
+                           [&name = name](const PtxEntry& e) { return e.name == name; });
+    if (it == out.entries.end()) {
+      out.findings.push_back({0, "missing_entry", missing_entry_message(out.entries, name, dtype)});
+      continue;
+    }
+    if (auto why = contract_signature_problem(*it); !why.empty())
+      out.findings.push_back({it->line, "signature", why});
+  }
+  for (const auto& e : out.entries)
+    if (!named.contains(e.name)) out.unlisted_entries.push_back(e.name);
+  return out;
 }
 
 std::vector<PtxFinding> check_ptx(std::string_view ptx, const rmsnorm::Manifest& manifest) {
-  static const std::regex kModuleGlobal(
-      R"(^\s*((\.visible|\.extern|\.weak|\.common)\s+)*\.global\s+(.*?)([A-Za-z_$][\w$]*)\s*(\[|=|;))");
-  static const std::regex kTimer(R"(%globaltimer(_lo|_hi)?\b)");
-  static const std::regex kClock(R"(%clock(64|_hi)?\b)");
-  static const std::regex kCallee(R"(\b(malloc|free|vprintf|__nv_cudaMalloc|__cudaCDP2Malloc)\b)");
-  static const std::regex kTrap(R"(^\s*(@!?%\w+\s+)?(trap|brkpt)\s*;)");
-  std::vector<PtxFinding> out;
-  const auto lines = split_lines(ptx);
-  int depth = 0; // brace depth: 0 is module scope
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    const std::string line = strip_ptx_comment(lines[i]);
-    const int n = static_cast<int>(i + 1);
-    std::smatch m;
-    // NVRTC's own string literals ($str, from printf/assert) are initialised read-only data.
-    if (depth == 0 && std::regex_search(line, m, kModuleGlobal) && m[4].str().rfind("$str", 0) != 0)
-      out.push_back({n, "module_state",
-                     fmt::format("PTX line {}: writable module-scope variable '{}' (.global); "
-                                 "__device__ variables carry state across calls and are "
-                                 "forbidden: keep state in registers or shared memory",
-                                 n, m[4].str())});
-    if (std::regex_search(line, kTimer))
-      out.push_back({n, "globaltimer",
-                     fmt::format("PTX line {}: reads %globaltimer; timer reads are forbidden", n)});
-    else if (std::regex_search(line, kClock))
-      out.push_back(
-          {n, "clock",
-           fmt::format("PTX line {}: reads %clock/%clock64; clock reads are forbidden", n)});
-    if (std::regex_search(line, m, kCallee) &&
-        (line.find("call") != std::string::npos || line.find(".func") != std::string::npos)) {
-      const std::string callee = m[1].str();
-      const std::string kind = callee == "vprintf" ? "printf"
-                               : callee == "free"  ? "free"
-                                                   : "malloc";
-      out.push_back({n, kind,
-                     fmt::format("PTX line {}: uses device {} ({}); device heap and printf are "
-                                 "forbidden in candidates",
-                                 n, kind, callee)});
-    }
-    if (std::regex_search(line, m, kTrap))
-      out.push_back({n, m[2].str(),
-                     fmt::format("PTX line {}: '{}' instruction (from __trap/__brkpt/asm); "
-                                 "forbidden: a kernel must not abort the context",
-                                 n, m[2].str())});
-    for (char c : line)
-      depth += c == '{' ? 1 : c == '}' ? -1 : 0;
-    if (depth < 0) depth = 0;
-  }
-  // Signatures.
-  const auto entries = parse_ptx_entries(ptx);
-  const auto& want = contract_param_types();
-  for (const auto& [dtype, name] : manifest.entry_points) {
-    auto it = std::find_if(entries.begin(), entries.end(),
-                           [&](const PtxEntry& e) { return e.name == name; });
-    if (it == entries.end()) {
-      out.push_back({0, "missing_entry",
-                     fmt::format("entry point '{}' ({}) is not a kernel in the PTX; declare it "
-                                 "extern \"C\" __global__",
-                                 name, dtype_name_for_messages(dtype))});
-      continue;
-    }
-    bool ok = it->param_types.size() == want.size();
-    for (std::size_t p = 0; ok && p < want.size(); ++p)
-      ok = std::find(want[p].begin(), want[p].end(), it->param_types[p]) != want[p].end();
-    if (!ok) {
-      std::string got;
-      for (const auto& t : it->param_types)
-        got += (got.empty() ? "" : ",") + t;
-      out.push_back({it->line, "signature",
-                     fmt::format("PTX line {}: entry '{}' has parameters ({}); the contract needs "
-                                 "(const T* x, const T* weight, T* y, long long rows, int H, "
-                                 "long long x_row_stride, long long y_row_stride, float eps)",
-                                 it->line, name, got)});
-    }
-  }
-  return out;
+  return inspect_ptx(ptx, manifest).findings;
 }
 
 } // namespace kloop::evaluator

@@ -1,10 +1,15 @@
 // Static inspection (gate `static`) of a built candidate, no GPU needed. From the ptxas report in
 // the NVRTC log: registers, spills, stack frame, static shared memory and barriers per entry point
-// (information). From the PTX: every manifest entry point exists with exactly the contract's eight
-// parameters, and no forbidden construct appears (writable module-scope .global state, %clock /
-// %clock64 / %globaltimer reads, device malloc/free, printf, trap/brkpt) — each a failure naming
-// the PTX line. From the SASS, when cuobjdump is installed: local-memory traffic (LDL/STL) and the
-// widest global load/store per entry point (information; `not_run` when the tool is absent).
+// (information). From the compiled module's PTX (evaluator/ptx_module.h), never from the source
+// text: the kernels the module defines with their parameter lists; every manifest entry point must
+// be one of them with exactly the contract's eight parameters (a missing entry is rejected here,
+// naming the kernels the module does define); kernels the manifest does not name (a library's
+// own, such as cub's EmptyKernel) are allowed, never launched, and listed in the evidence. Then
+// the forbidden constructs, each a failure naming the PTX line: module-scope data the module can
+// write (ptx_rules.cpp says how that is decided; read-only data is allowed), %clock / %clock64 /
+// %clock_hi / %globaltimer reads, device malloc/free, printf, assert (__assertfail), trap/brkpt.
+// From the SASS, when cuobjdump is installed: local-memory traffic (LDL/STL) and the widest global
+// load/store per entry point (information; `not_run` when the tool is absent).
 #pragma once
 
 #include <map>
@@ -15,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/gate.h"
+#include "evaluator/ptx_module.h"
 #include "kernels/rmsnorm/manifest.h"
 
 namespace kloop::evaluator {
@@ -33,23 +39,56 @@ struct PtxasResources {
 // Function name -> resources, from the "ptxas info" lines of an NVRTC log.
 std::map<std::string, PtxasResources> parse_ptxas_report(std::string_view log);
 
-// One `.entry` of a PTX module with its parameter types (".u64", ".u32", ".f32", ...).
+// One `.entry` of a PTX module with its parameter types (".u64", ".u32", ".f32", ...; ".b8[16]"
+// for an aggregate) and, for a C++ (mangled) name, its demangled spelling.
 struct PtxEntry {
   std::string name;
   int line = 0; // 1-based line of ".entry NAME("
   std::vector<std::string> param_types;
+  std::string demangled; // empty for an extern "C" name
 };
 std::vector<PtxEntry> parse_ptx_entries(std::string_view ptx);
+
+// Why `entry` cannot be launched with the contract's kernel signature (const T* x, const T*
+// weight, T* y, long long rows, int H, long long x_row_stride, long long y_row_stride, float eps),
+// or empty when its parameter classes match. The one place that knows the signature's classes.
+std::string contract_signature_problem(const PtxEntry& entry);
 
 // A forbidden construct or a signature problem, located in the PTX.
 struct PtxFinding {
   int line = 0;        // 1-based PTX line (0: not tied to a line, e.g. a missing entry)
   std::string kind;    // "module_state", "clock", "globaltimer", "malloc", "free", "printf",
-                       // "trap", "brkpt", "missing_entry", "signature"
+                       // "assert", "trap", "brkpt", "missing_entry", "signature"
   std::string message; // names the construct, the PTX line and what to do instead
 };
 
-// Forbidden-construct scan plus the entry-point signature check against `manifest`.
+// How the module uses one module-scope .global variable (static gate evidence).
+struct ModuleDataUse {
+  std::string name;
+  int line = 0;        // PTX line of the declaration
+  std::string linkage; // "visible", "extern", "weak", "common" or ""
+  bool writable = false;
+  int write_line = 0; // PTX line of the first statement that can write it (0: read-only)
+  std::string how;    // why it is writable ("'atom.global.add.u64' at PTX line 40 writes it")
+  nlohmann::json to_json() const;
+};
+// Every .global variable of `module`, in declaration order, with whether the module can write it.
+std::vector<ModuleDataUse> module_data_uses(const ptx::Module& module);
+
+// The clock/timer, heap, printf, assert and trap findings of every function body of `module`.
+std::vector<PtxFinding> forbidden_constructs(const ptx::Module& module);
+
+// Everything the PTX says: findings (sorted by line; missing entries last), the kernels the module
+// defines, those the manifest does not name (never launched), and the module data uses.
+struct PtxInspection {
+  std::vector<PtxFinding> findings;
+  std::vector<PtxEntry> entries;
+  std::vector<std::string> unlisted_entries;
+  std::vector<ModuleDataUse> module_data;
+};
+PtxInspection inspect_ptx(std::string_view ptx, const rmsnorm::Manifest& manifest);
+
+// inspect_ptx(ptx, manifest).findings.
 std::vector<PtxFinding> check_ptx(std::string_view ptx, const rmsnorm::Manifest& manifest);
 
 // Parses `cuobjdump -sass` output: per function {"local_loads", "local_stores",
@@ -60,7 +99,8 @@ nlohmann::json parse_sass_summary(std::string_view sass);
 // {"status":"not_run","reason":"cuobjdump not found at ..."}.
 nlohmann::json inspect_sass(const std::string& cubin, const std::string& cuda_root);
 
-// The `static` gate: fail on any PtxFinding; evidence {"resources", "findings", "sass"}.
+// The `static` gate: fail on any PtxFinding; evidence {"resources", "entries",
+// "unlisted_entries", "module_data", "findings", "sass"}. A pass names the unlisted kernels.
 GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
                        const std::string& cubin, const rmsnorm::Manifest& manifest,
                        const std::string& cuda_root);

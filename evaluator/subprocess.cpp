@@ -268,4 +268,21 @@ std::string worker_path(const std::string& name) {
   return path;
 }
 
+std::string data_path(const std::string& relative) {
+  std::string dir;
+  if (const char* env = std::getenv("KLOOP_DATA_DIR"); env && *env)
+    dir = env;
+  else
+    dir = self_exe_dir() + "/../share/kloop";
+  const std::string path = std::filesystem::path(dir + "/" + relative).lexically_normal().string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw InfraError(
+        fmt::format("kloop data {} not found (kloop looks in <its bin>/../share/kloop, "
+                    "or $KLOOP_DATA_DIR); reinstall with `cmake --install BUILD "
+                    "--prefix PREFIX`, or rebuild to stage BUILD/share/kloop",
+                    path));
+  return path;
+}
+
 } // namespace kloop::evaluator

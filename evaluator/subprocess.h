@@ -68,4 +68,11 @@ std::string self_exe_dir();
 // naming the path and the fix (build the target).
 std::string worker_path(const std::string& name);
 
+// Path of `relative` (e.g. "kernels/rmsnorm/baseline") in kloop's data folder, found relative to
+// the running executable: <exe dir>/../share/kloop, the layout `cmake --install` writes and the
+// build tree stages (build/share/kloop), so an installed kloop never reads its source tree. The
+// environment variable KLOOP_DATA_DIR overrides the folder. Throws InfraError naming the path and
+// the fix when it does not exist.
+std::string data_path(const std::string& relative);
+
 } // namespace kloop::evaluator

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bootstrap.sh [BUILD_DIR] [extra cmake args...]: installs the Debian 12 packages kloop needs (only
 # those missing; needs root), then configures and builds kloop into BUILD_DIR (default: build).
-# The CUDA 13.0 toolkit is expected at /usr/local/cuda (it is not a Debian package).
+# The CUDA 13.0 toolkit is expected at /usr/local/cuda (it is not a Debian package). slurm-wlm and
+# munge are for `kloop sweep --backend slurm` and its test (a one-node cluster the test starts on
+# localhost); their own services are not used.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
@@ -9,7 +11,7 @@ build=${1:-build}
 packages=(build-essential cmake ninja-build pkg-config git clang-format
   libcurl4-openssl-dev nlohmann-json3-dev libfmt-dev libsqlite3-dev libsodium-dev libseccomp-dev
   libcli11-dev libgtest-dev libgmock-dev libcpp-httplib-dev libdlpack-dev bubblewrap zlib1g-dev
-  chromium python3)
+  chromium python3 libtomlplusplus-dev slurm-wlm munge clang-14 libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -30,6 +30,7 @@ if [ "${1:-}" != "--remote" ]; then
   mkdir -p "$bundle/bin" "$bundle/lib"
   cp "$build/bin/kloop-gpu-worker" "$build/bin/kloop" "$build/bin/kloop-build-worker" \
     "$build/bin/phase_breakdown" "$bundle/bin/"
+  cp -r "$build/share" "$bundle/share" # kloop's data (baselines, prompts, contracts) beside bin/
   for t in $tests; do cp "$build/bin/$t" "$bundle/bin/"; done
   echo "$tests" | tr ' ' '\n' >"$bundle/tests.txt"
   cp -r "$build/corpus" "$bundle/corpus"
@@ -398,7 +399,8 @@ PY
 done
 
 # Every test binary runs concurrently (16 cores, one GPU; each evaluation is its own worker
-# process); the corpus test is split into SHARDS gtest shards; gpu_baseline_test runs once more
+# process); the corpus test is split into SHARDS gtest shards and the precision corpus test into
+# PRECISION_SHARDS (default 7); gpu_baseline_test runs once more
 # on baseline_next when it exists.
 shards=${SHARDS:-4}
 jobs=()
@@ -418,6 +420,9 @@ for t in $(cat "$bundle/tests.txt"); do
   [ "$t" = gpu_checker_coverage_test ] && continue # alone, after the others (below)
   if [ "$t" = gpu_corpus_test ]; then
     for ((i = 0; i < shards; i++)); do launch "$t.shard$i" "$t" "$shards" "$i"; done
+  elif [ "$t" = gpu_precision_corpus_test ]; then # 28 kernels, every gate: about 25 s each
+    ps=${PRECISION_SHARDS:-7}
+    for ((i = 0; i < ps; i++)); do launch "$t.shard$i" "$t" "$ps" "$i"; done
   else
     launch "$t" "$t" 1 0
   fi

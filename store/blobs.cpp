@@ -15,6 +15,7 @@
 
 #include "store/error.h"
 #include "store/hash.h"
+#include "store/text_view.h"
 
 namespace kloop::store {
 namespace {
@@ -86,6 +87,10 @@ std::string BlobStore::path(const std::string& sha256) const {
   return fmt::format("{}/{}/{}", root_, sha256.substr(0, 2), sha256.substr(2));
 }
 
+std::string BlobStore::verify_command() const {
+  return kloop_command("store verify", fs::path(root_).parent_path().string());
+}
+
 BlobState BlobStore::check(const std::string& sha256) const {
   std::string bytes;
   if (!read_file(path(sha256), bytes)) return BlobState::kMissing;
@@ -96,13 +101,13 @@ std::string BlobStore::get(const std::string& sha256) const {
   std::string bytes;
   const std::string p = path(sha256);
   if (!read_file(p, bytes))
-    throw StoreError(fmt::format("store: blob {} is missing ({}); run `kloop store verify` and "
-                                 "restore the store from a backup",
-                                 sha256, p));
+    throw DamagedStore(fmt::format("store: blob {} is missing ({}); run `{}` and restore the "
+                                   "store from a backup",
+                                   sha256, p, verify_command()));
   if (sha256_hex(bytes) != sha256)
-    throw StoreError(fmt::format("store: blob {} was altered (its bytes hash to {}); run `kloop "
-                                 "store verify` and restore the store from a backup",
-                                 sha256, sha256_hex(bytes)));
+    throw DamagedStore(fmt::format("store: blob {} was altered (its bytes hash to {}); run `{}` "
+                                   "and restore the store from a backup",
+                                   sha256, sha256_hex(bytes), verify_command()));
   return bytes;
 }
 

@@ -29,6 +29,7 @@ public:
   const std::string& root() const { return root_; }
 
 private:
+  std::string verify_command() const; // `kloop store verify --store DIR` of this store
   std::string root_;
 };
 

@@ -29,12 +29,19 @@ public:
   using StoreError::StoreError;
 };
 
+// A request the stored session cannot meet as asked (signing a receipt whose rollout section is
+// empty, say): the caller's to change, not a store fault (the CLI exits 2, usage).
+class Refused : public StoreError {
+public:
+  using StoreError::StoreError;
+};
+
 // `kloop receipt sign` of a session whose latest promotion decision is not `promoted` (rejected,
 // pending device validation, or none recorded): only promoted sessions are signed. A refusal of
 // the caller's request, not a store fault (the CLI exits 2, usage).
-class NotPromoted : public StoreError {
+class NotPromoted : public Refused {
 public:
-  using StoreError::StoreError;
+  using Refused::Refused;
 };
 
 // The store directory named by the caller (--store) is not a store: it does not exist, is not a

@@ -39,22 +39,66 @@ std::string esc(std::string_view raw) {
   return out;
 }
 
-const char* color(GateCode s) {
+// One colour per outcome, distinct in hue and lightness, so a chart reads without its tooltips:
+// passed, failed, timed out, crashed, infrastructure error, not run (a gate that did not run: no
+// device, or an earlier gate failed), pending (an iteration whose candidate is waiting for
+// device validation: not judged, never drawn in a failure colour), no candidate (the provider
+// gave no usable reply) and absent (no such gate recorded).
+struct Outcome {
+  const char* css;    // class name on the element ("pass", "not_run", ...)
+  const char* label;  // legend text
+  const char* colour; // fill
+};
+constexpr Outcome kPass{"pass", "passed", "#2e7d32"};
+constexpr Outcome kFail{"fail", "failed (rejected)", "#c62828"};
+constexpr Outcome kTimeout{"timeout", "timed out", "#ef6c00"};
+constexpr Outcome kCrashed{"crashed", "crashed", "#6a1b9a"};
+constexpr Outcome kInfra{"infra_error", "infrastructure error (kloop's)", "#1565c0"};
+constexpr Outcome kNotRun{"not_run", "not run", "#bdbdbd"};
+constexpr Outcome kPending{"pending", "pending device validation (not judged)", "#fbc02d"};
+constexpr Outcome kNoCandidate{"no_candidate", "no candidate (provider error)", "#5d4037"};
+constexpr Outcome kAbsent{"absent", "not recorded", "#f0f0f0"};
+
+const Outcome& outcome(GateCode s) {
   switch (s) {
   case GateCode::kPass:
-    return "#2e7d32";
+    return kPass;
   case GateCode::kFail:
-    return "#c62828";
+    return kFail;
   case GateCode::kTimeout:
-    return "#ef6c00";
+    return kTimeout;
   case GateCode::kCrashed:
-    return "#6a1b9a";
+    return kCrashed;
   case GateCode::kNotRun:
-    return "#9e9e9e";
+    return kNotRun;
   case GateCode::kInfraError:
-    return "#1565c0";
+    return kInfra;
   }
-  return "#000";
+  return kAbsent;
+}
+
+// An iteration's colour: its best candidate's verdict (pass over pending over reject), or no
+// candidate.
+const Outcome& outcome(const IterationDetail& it) {
+  bool pass = false, pending = false;
+  for (const auto& c : it.candidates) {
+    pass |= c.candidate.verdict == VerdictCode::kPass;
+    pending |= c.candidate.verdict == VerdictCode::kPendingDeviceValidation;
+  }
+  if (it.candidates.empty()) return kNoCandidate;
+  return pass ? kPass : pending ? kPending : kFail;
+}
+
+// A legend (id "<chart>-legend"): one swatch per outcome, as an inline SVG so its colour is the
+// same fill the chart uses.
+std::string legend(const char* chart, std::initializer_list<const Outcome*> outcomes) {
+  std::string s = fmt::format("<div class=\"legend\" id=\"{}-legend\">", chart);
+  for (const Outcome* o : outcomes)
+    s += fmt::format("<span class=\"legend-entry\"><svg width=\"14\" height=\"14\">"
+                     "<rect class=\"swatch {}\" width=\"14\" height=\"14\" fill=\"{}\"/></svg> "
+                     "{}</span>",
+                     o->css, o->colour, o->label);
+  return s + "</div>\n";
 }
 
 std::string missing(const char* id, const std::string& why) {
@@ -65,29 +109,57 @@ std::string no_device_reason(const SessionDetail& d) {
   return d.session.device_name.empty() ? "not run: no device" : "not recorded";
 }
 
-std::string timeline(const SessionDetail& d) {
-  if (d.iterations.empty()) return missing("timeline", "no iterations recorded");
-  double total = 0;
-  for (const auto& it : d.iterations)
-    total += std::max(it.iteration.wall_ms, 1.0);
-  std::string s = "<svg id=\"timeline\" width=\"1000\" height=\"70\" role=\"img\">\n";
-  double x = 0;
-  for (const auto& it : d.iterations) {
-    const double w = 1000.0 * std::max(it.iteration.wall_ms, 1.0) / total;
-    bool pass = false;
-    for (const auto& c : it.candidates)
-      pass |= c.candidate.verdict == VerdictCode::kPass;
-    s += fmt::format(
-        "<rect class=\"iteration\" x=\"{:.1f}\" y=\"10\" width=\"{:.1f}\" height=\"30\" "
-        "fill=\"{}\" stroke=\"#fff\"><title>iteration {} ({:.1f} s)</title></rect>"
-        "<text x=\"{:.1f}\" y=\"58\" font-size=\"11\">#{}</text>\n",
-        x, w, pass ? "#2e7d32" : "#c62828", it.iteration.index + 1, it.iteration.wall_ms / 1000,
-        x + 2, it.iteration.index + 1);
-    x += w;
-  }
-  return s + "</svg>\n";
+// A tick step for an axis spanning `span` units: 1, 2 or 5 times a power of ten, for 4-10 ticks.
+double tick_step(double span) {
+  if (!(span > 0)) return 1;
+  const double raw = span / 6;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (const double m : {1.0, 2.0, 5.0, 10.0})
+    if (raw <= m * p) return m * p;
+  return 10 * p;
 }
 
+// Iterations as bars along a time axis (seconds since the first iteration started, by the
+// iterations' recorded wall times), coloured by outcome, with a legend.
+std::string timeline(const SessionDetail& d) {
+  if (d.iterations.empty()) return missing("timeline", "no iterations recorded");
+  double total_s = 0;
+  for (const auto& it : d.iterations)
+    total_s += std::max(it.iteration.wall_ms, 1.0) / 1000;
+  constexpr double kLeft = 10, kWidth = 960;
+  const auto X = [&](double t) { return kLeft + kWidth * t / total_s; };
+  std::string s = "<svg id=\"timeline\" width=\"1000\" height=\"86\" role=\"img\">\n";
+  double t = 0;
+  for (const auto& it : d.iterations) {
+    const double w = std::max(it.iteration.wall_ms, 1.0) / 1000;
+    const Outcome& o = outcome(it);
+    s += fmt::format(
+        "<rect class=\"iteration {}\" x=\"{:.1f}\" y=\"18\" width=\"{:.1f}\" height=\"30\" "
+        "fill=\"{}\" stroke=\"#fff\"><title>iteration {} ({:.1f} s): {}</title></rect>"
+        "<text x=\"{:.1f}\" y=\"13\" font-size=\"11\">#{}</text>\n",
+        o.css, X(t), X(t + w) - X(t), o.colour, it.iteration.index + 1, it.iteration.wall_ms / 1000,
+        o.label, X(t) + 2, it.iteration.index + 1);
+    t += w;
+  }
+  // The time axis: a baseline with ticks every tick_step seconds.
+  s += fmt::format("<g class=\"axis\" id=\"timeline-axis\"><line x1=\"{0:.1f}\" y1=\"52\" "
+                   "x2=\"{1:.1f}\" y2=\"52\" stroke=\"#000\"/>",
+                   kLeft, kLeft + kWidth);
+  const double step = tick_step(total_s);
+  for (double tick = 0; tick <= total_s * (1 + 1e-9); tick += step)
+    s += fmt::format("<line x1=\"{0:.1f}\" y1=\"52\" x2=\"{0:.1f}\" y2=\"57\" stroke=\"#000\"/>"
+                     "<text class=\"tick\" x=\"{0:.1f}\" y=\"69\" font-size=\"10\" "
+                     "text-anchor=\"middle\">{1:g} s</text>",
+                     X(tick), tick);
+  s += fmt::format("<text x=\"{:.1f}\" y=\"83\" font-size=\"11\" text-anchor=\"middle\">"
+                   "seconds since the session's first iteration started (total {:.1f} s)</text>"
+                   "</g>\n",
+                   kLeft + kWidth / 2, total_s);
+  return s + "</svg>\n" + legend("timeline", {&kPass, &kFail, &kPending, &kNoCandidate});
+}
+
+// The gate grid: one row per candidate (with its iteration's duration and how it was built), one
+// column per gate, coloured by status, with a legend.
 std::string gates(const SessionDetail& d) {
   std::vector<std::string> names;
   for (const auto& it : d.iterations)
@@ -98,27 +170,37 @@ std::string gates(const SessionDetail& d) {
   int rows = 0;
   for (const auto& it : d.iterations)
     rows += static_cast<int>(it.candidates.size());
+  constexpr int kFirst = 220; // the first gate column; left of it: candidate, time, sandbox
   std::string s = fmt::format("<svg id=\"gates\" width=\"{}\" height=\"{}\" role=\"img\">\n",
-                              120 + 100 * names.size(), 40 + 22 * rows);
+                              kFirst + 100 * names.size(), 40 + 22 * rows);
+  s += "<text x=\"0\" y=\"20\" font-size=\"11\">candidate</text><text x=\"92\" y=\"20\" "
+       "font-size=\"11\">time</text><text x=\"142\" y=\"20\" font-size=\"11\">sandbox</text>\n";
   for (std::size_t k = 0; k < names.size(); ++k)
-    s += fmt::format("<text x=\"{}\" y=\"20\" font-size=\"11\">{}</text>\n", 120 + 100 * k,
+    s += fmt::format("<text x=\"{}\" y=\"20\" font-size=\"11\">{}</text>\n", kFirst + 100 * k,
                      esc(names[k]));
   int r = 0;
   for (const auto& it : d.iterations)
     for (const auto& c : it.candidates) {
       const int y = 30 + 22 * r++;
-      s += fmt::format("<text x=\"0\" y=\"{}\" font-size=\"11\">iter {} cand {}</text>\n", y + 14,
-                       it.iteration.index + 1, c.candidate.id);
+      const std::string sandbox = c.sandbox();
+      s += fmt::format("<text x=\"0\" y=\"{0}\" font-size=\"11\">iter {1} cand {2}</text>"
+                       "<text class=\"duration\" x=\"92\" y=\"{0}\" font-size=\"11\">{3:.1f} "
+                       "s</text><text class=\"sandbox\" x=\"142\" y=\"{0}\" "
+                       "font-size=\"11\">{4}</text>\n",
+                       y + 14, it.iteration.index + 1, c.candidate.id, it.iteration.wall_ms / 1000,
+                       sandbox.empty() ? "not built" : esc(sandbox));
       for (std::size_t k = 0; k < names.size(); ++k) {
         const GateRecord* g = c.gate(names[k]);
+        const Outcome& o = g ? outcome(g->status) : kAbsent;
         s += fmt::format(
             "<rect class=\"gate {}\" x=\"{}\" y=\"{}\" width=\"94\" height=\"18\" fill=\"{}\">"
             "<title>{}: {} {}</title></rect>\n",
-            g ? name(g->status) : "absent", 120 + 100 * k, y, g ? color(g->status) : "#eee",
-            esc(names[k]), g ? name(g->status) : "absent", g ? esc(g->reason) : "");
+            g ? name(g->status) : "absent", kFirst + 100 * k, y, o.colour, esc(names[k]),
+            g ? name(g->status) : "absent", g ? esc(g->reason) : "");
       }
     }
-  return s + "</svg>\n";
+  return s + "</svg>\n" +
+         legend("gates", {&kPass, &kFail, &kTimeout, &kCrashed, &kInfra, &kNotRun, &kAbsent});
 }
 
 std::string roofline(const SessionDetail& d) {
@@ -129,11 +211,14 @@ std::string roofline(const SessionDetail& d) {
   std::vector<Pt> pts;
   for (const auto& it : d.iterations)
     for (const auto& c : it.candidates)
-      if (const auto* t = c.telemetry_of("roofline"))
-        if (t->data.contains("arith_intensity") && t->data.contains("achieved_gbps"))
-          pts.push_back({t->data["arith_intensity"].get<double>(),
-                         t->data["achieved_gbps"].get<double>(), t->data.value("ceiling_gbps", 0.0),
-                         c.candidate.id});
+      if (const auto* t = c.telemetry_of("roofline"); t && t->data.is_object()) {
+        const auto ai = t->data.value("arith_intensity", nlohmann::json());
+        const auto gbps = t->data.value("achieved_gbps", nlohmann::json());
+        const auto ceiling = t->data.value("ceiling_gbps", nlohmann::json());
+        if (ai.is_number() && gbps.is_number()) // an edited row may hold anything
+          pts.push_back({ai.get<double>(), gbps.get<double>(),
+                         ceiling.is_number() ? ceiling.get<double>() : 0.0, c.candidate.id});
+      }
   if (pts.empty()) return missing("roofline", "no roofline data (" + no_device_reason(d) + ")");
   double ceil = 0, maxy = 0;
   for (const auto& p : pts)
@@ -279,7 +364,19 @@ std::string phases(const SessionDetail& d) {
   return h + "</table>\n";
 }
 
+// A checker-coverage run (mutation/store_report.h): its recorded summary, the lines `kloop show`
+// prints, in a <pre id="checker-coverage">.
+std::string checker_coverage(const SessionDetail& d) {
+  return "<h2>Checker coverage (mutation analysis of the evaluator)</h2>\n"
+         "<pre id=\"checker-coverage\">" +
+         esc(checker_coverage_text(d)) + "</pre>\n";
+}
+
 } // namespace
+
+std::string html_escape(std::string_view raw) {
+  return esc(raw);
+}
 
 std::string render_html_report(const SessionDetail& d) {
   const auto& s = d.session;
@@ -287,18 +384,24 @@ std::string render_html_report(const SessionDetail& d) {
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
       "<title>kloop session {0}</title>\n<style>body{{font-family:sans-serif;margin:24px;}}"
       "h2{{margin-top:28px;}} .missing{{color:#777;font-style:italic;}} "
-      "table{{border-collapse:collapse}} td{{padding:2px 10px}}</style></head><body>\n"
+      "table{{border-collapse:collapse}} td{{padding:2px 10px}} "
+      ".legend{{font-size:12px;margin:4px 0 0 10px}} .legend-entry{{margin-right:14px}} "
+      ".legend svg{{vertical-align:middle}}</style></head><body>\n"
       "<h1>kloop session {0}: {1}</h1>\n<table id=\"summary\">"
       "<tr><td>provider/model</td><td>{2}/{3}</td></tr>"
       "<tr><td>status</td><td>{4}</td></tr><tr><td>verdict</td><td>{5}</td></tr>"
       "<tr><td>budget</td><td>{6} iterations ({7} used)</td></tr>"
       "<tr><td>device</td><td>{8}</td></tr><tr><td>started</td><td>{9}</td></tr>"
-      "<tr><td>promotion</td><td>{10}</td></tr></table>\n",
+      "<tr><td>promotion</td><td>{10}</td></tr>"
+      "<tr><td>sandbox</td><td id=\"sandbox\">{11}</td></tr></table>\n",
       s.id, esc(s.operator_name), esc(s.provider), esc(s.model), name(s.status),
       s.verdict ? name(*s.verdict) : "none", s.budget, d.iterations.size(),
       s.device_name.empty() ? "none" : esc(s.device_name), esc(s.started_at),
       d.promotion ? esc(std::string(name(d.promotion->decision)) + ": " + d.promotion->reason)
-                  : "none");
+                  : "none",
+      d.sandboxes().empty() ? std::string("no candidate was built")
+                            : esc(sandbox_text(d.sandboxes())));
+  if (session_kind(s) == "checker-coverage") h += checker_coverage(d);
   h += "<h2>Timeline</h2>\n" + timeline(d);
   h += "<h2>Gate outcomes per iteration</h2>\n" + gates(d);
   h += "<h2>Roofline position of each candidate</h2>\n" + roofline(d);

@@ -9,6 +9,7 @@
 #include "store/hash.h"
 #include "store/jcs.h"
 #include "store/store.h"
+#include "store/text_view.h"
 
 namespace kloop::store {
 
@@ -111,8 +112,8 @@ void require_intact_blob(const Store& store, std::int64_t id, const std::string&
   }
   throw DamagedStore(fmt::format(
       "receipt: session {}: `{}` names blob {}, which is {}; the evidence is damaged, so nothing "
-      "is signed or recorded; run `kloop store verify` and restore the store from a backup",
-      id, field, text, state));
+      "is signed or recorded; run `{}` and restore the store from a backup",
+      id, field, text, state, kloop_command("store verify", store.dir())));
 }
 
 // Checks every blob the payload names (require_intact_blob): the candidate source, the loaded
@@ -143,7 +144,7 @@ void require_payload_blobs(const Store& store, std::int64_t id, const json& p) {
 // Throws DamagedStore when a status, verdict or decision code that the receipt reads (session
 // row, promotion, the receipt's candidate and its gates, holdout runs) is one this binary does
 // not know (an edited or damaged row): its name would be "unknown" in a signed payload.
-void require_known_codes(const SessionDetail& d, std::int64_t id) {
+void require_known_codes(const SessionDetail& d, std::int64_t id, const std::string& dir) {
   struct Code {
     std::string field;
     std::string_view name;
@@ -172,8 +173,9 @@ void require_known_codes(const SessionDetail& d, std::int64_t id) {
       throw DamagedStore(fmt::format(
           "receipt: session {}: the {} holds code {}, which this kloop does not know (an edited "
           "or damaged row, or a newer kloop wrote it); nothing is signed or recorded; check it "
-          "with `kloop show {}` and run `kloop store verify`",
-          id, code.field, code.value, id));
+          "with `{}` and run `{}`",
+          id, code.field, code.value, kloop_command(fmt::format("show {}", id), dir),
+          kloop_command("store verify", dir)));
 }
 
 void collect_nulls(const json& v, const std::string& path, std::vector<std::string>& out) {
@@ -240,6 +242,12 @@ json build_receipt_payload(const SessionDetail& d, const json& manifest,
                              {"sha256", b.samples_sha256}});
   const json memory = memory_report(c);
   const json rollout = field_or_null(prom_ev, "rollout");
+  // The session's row chain head when the payload was built (store/chain.h): `store verify`
+  // finds a chain rewritten after signing because it no longer holds this link.
+  const json row_chain =
+      d.chain_head ? json{{"links", d.chain_head->links}, {"head_sha256", d.chain_head->sha256}}
+                   : json("not_chained: the session was recorded before kloop chained its rows, "
+                          "so its rows carry no hash");
 
   return {
       {"operator", str_or_null(d.session.operator_name)},
@@ -275,6 +283,7 @@ json build_receipt_payload(const SessionDetail& d, const json& manifest,
         {"raw_samples_uri_and_sha256", raw_samples.empty() ? json(nullptr) : raw_samples},
         {"status", gate_status(c, "benchmark")}}},
       {"holdout", holdout_section(d, c)},
+      {"row_chain", row_chain},
       {"memory",
        {{"live_reserved_workspace_and_cache_report", memory.is_null() ? json(nullptr) : memory}}},
       {"rollout",
@@ -314,7 +323,7 @@ json sign_payload(const json& payload, const KeyPair& key) {
     std::string list;
     for (const auto& f : empty)
       list += (list.empty() ? "" : ", ") + f;
-    throw StoreError(fmt::format(
+    throw Refused(fmt::format(
         "receipt: the rollout section is empty ({}): a receipt without a feature flag and scope, "
         "a healthy-worker recovery and reference target and a revalidation policy is not "
         "signable for deployment; record them with `kloop export ID --torch DIR --rollout FILE`",
@@ -325,9 +334,9 @@ json sign_payload(const json& payload, const KeyPair& key) {
     std::string list;
     for (const auto& f : nulls)
       list += (list.empty() ? "" : ", ") + f;
-    throw StoreError(fmt::format("receipt: {} field(s) are null (missing evidence) and block "
-                                 "signing: {}; record that evidence in the store first",
-                                 nulls.size(), list));
+    throw DamagedStore(fmt::format("receipt: {} field(s) are null (missing evidence) and block "
+                                   "signing: {}; record that evidence in the store first",
+                                   nulls.size(), list));
   }
   // A promotion needs every gate passed (seed, "promotion ladder"): a payload that says promoted
   // next to a gate that did not pass contradicts itself (an edited or damaged record) and is
@@ -348,11 +357,11 @@ json sign_payload(const json& payload, const KeyPair& key) {
       const std::string p = path, section = p.substr(0, p.find('.'));
       const json got = field(section.c_str(), p.substr(p.find('.') + 1).c_str());
       if (got != want)
-        throw StoreError(fmt::format(
+        throw DamagedStore(fmt::format(
             "receipt: the payload says promoted but `{}` is {}: a promotion needs every gate and "
             "the sealed holdout passed (commitment verified, suite retired), so the record "
-            "contradicts itself (edited or damaged?); check it with `kloop show ID` and `kloop "
-            "store verify` before signing",
+            "contradicts itself (edited or damaged?); check the session with kloop show and kloop "
+            "store verify before signing",
             path, got.dump()));
     }
   }
@@ -381,32 +390,35 @@ json sign_session_receipt(Store& store, std::int64_t id, const KeyPair& key,
   // store as it is when the row is recorded. Nothing is recorded when any check below throws.
   auto step = store.begin_step();
   const SessionDetail d = store.load_session(id);
-  require_known_codes(d, id);
+  require_known_codes(d, id, store.dir());
   if (!d.promotion || d.promotion->decision != Decision::kPromoted) {
     const std::string status = d.promotion
                                    ? std::string(name(d.promotion->decision))
                                    : (d.session.verdict ? std::string(name(*d.session.verdict))
                                                         : std::string(name(d.session.status)));
     throw NotPromoted(fmt::format("session {} was not promoted (status {}); only promoted "
-                                  "sessions are signed (`kloop show {}` says why)",
-                                  id, status, id));
+                                  "sessions are signed (`{}` says why)",
+                                  id, status,
+                                  kloop_command(fmt::format("show {}", id), store.dir())));
   }
   // Every recorded gate of a promoted candidate must have passed, not only the three the payload
   // carries (format, contract, build, static and roofline too).
   if (d.promotion && d.promotion->decision == Decision::kPromoted) {
     const CandidateDetail* c = d.best_candidate();
     if (!c || c->candidate.verdict != VerdictCode::kPass)
-      throw StoreError(fmt::format(
+      throw DamagedStore(fmt::format(
           "receipt: session {} is recorded as promoted but its promoted candidate {} passing; the "
-          "record contradicts itself (edited or damaged?); check it with `kloop show {}`",
-          id, c ? "is not recorded as" : "is missing, not", id));
+          "record contradicts itself (edited or damaged?); check it with `{}`",
+          id, c ? "is not recorded as" : "is missing, not",
+          kloop_command(fmt::format("show {}", id), store.dir())));
     for (const auto& g : c->gates)
       if (g.status != GateCode::kPass)
-        throw StoreError(fmt::format(
+        throw DamagedStore(fmt::format(
             "receipt: session {} is recorded as promoted but gate `{}` of candidate {} is {}: a "
             "promotion needs every gate passed, so the record contradicts itself (edited or "
-            "damaged?); check it with `kloop show {}`",
-            id, g.name, c->candidate.id, name(g.status), id));
+            "damaged?); check it with `{}`",
+            id, g.name, c->candidate.id, name(g.status),
+            kloop_command(fmt::format("show {}", id), store.dir())));
   }
   if (const CandidateDetail* c = d.best_candidate(); c && !c->candidate.manifest_sha256.empty())
     require_intact_blob(store, id, fmt::format("manifest of candidate {}", c->candidate.id),

@@ -36,8 +36,9 @@ KeyPair read_secret_key(const std::string& path);
 // leaves them null. Every field comes from the store: the session row, the frozen candidate's gate
 // evidence, tool calls, artifacts and telemetry, its sealed-holdout run and commitment ("holdout":
 // commitment_sha256, suite_version, status, commitment_verified, report_uri_and_sha256, retired;
-// status not_run and null evidence when it has no run), and the promotion record (seed,
-// "Preserve a promotion receipt").
+// status not_run and null evidence when it has no run), the promotion record (seed,
+// "Preserve a promotion receipt"), and "row_chain": {links, head_sha256} of d.chain_head (a
+// string saying so for a session recorded before row chaining; store/chain.h).
 nlohmann::json build_receipt_payload(const SessionDetail& d, const nlohmann::json& manifest,
                                      const std::optional<std::string>& reviewer,
                                      const std::optional<std::string>& key_id);

@@ -107,7 +107,7 @@ nlohmann::json to_json(const std::vector<ReplayRow>& rows) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : rows)
     out.push_back({{"candidate_id", r.candidate_id},
-                   {"iteration", r.iteration_index},
+                   {"iteration", r.iteration_index + 1}, // 1-based, as `kloop show` prints it
                    {"recorded", name(r.recorded)},
                    {"now", r.now ? nlohmann::json(name(*r.now)) : nlohmann::json(nullptr)},
                    {"changed", r.changed},

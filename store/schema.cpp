@@ -85,7 +85,25 @@ CREATE INDEX test_cases_candidate ON test_cases(candidate_id);
 CREATE INDEX artifacts_candidate ON artifacts(candidate_id);
 )sql";
 
-constexpr std::array<std::string_view, 1> kMigrations = {kV1};
+// Migration: tamper-evident rows (store/chain.h): each session's row_chain (link `seq` commits to
+// link seq-1; row_id is the local rowid, renumbered by `kloop store merge` and not hashed), a
+// random uid per session (its identity across stores; NULL for sessions recorded before), and
+// session_origins: where `kloop store merge` took a session from.
+constexpr std::string_view kRowChain = R"sql(
+ALTER TABLE sessions ADD COLUMN uid TEXT;
+CREATE UNIQUE INDEX sessions_uid ON sessions(uid);
+CREATE TABLE row_chain (
+  session_id INTEGER NOT NULL REFERENCES sessions(id), seq INTEGER NOT NULL, tbl TEXT NOT NULL,
+  row_id INTEGER NOT NULL, origin_seq INTEGER NOT NULL, kind TEXT NOT NULL,
+  row_sha256 TEXT NOT NULL, link_sha256 TEXT NOT NULL, PRIMARY KEY (session_id, seq))
+  WITHOUT ROWID;
+CREATE INDEX row_chain_row ON row_chain(session_id, tbl, row_id);
+CREATE TABLE session_origins (
+  session_id INTEGER PRIMARY KEY REFERENCES sessions(id), origin_json TEXT NOT NULL,
+  merged_at TEXT NOT NULL);
+)sql";
+
+constexpr std::array<std::string_view, 2> kMigrations = {kV1, kRowChain};
 
 } // namespace
 
@@ -93,42 +111,63 @@ int schema_version() {
   return static_cast<int>(kMigrations.size());
 }
 
-void migrate(Db& db, bool writable) {
-  const std::int64_t app_id = db.pragma_int("application_id");
-  std::int64_t version = db.pragma_int("user_version");
-  std::int64_t tables = 0;
-  {
-    Stmt st = db.prepare("SELECT count(*) FROM sqlite_master");
-    if (st.step()) tables = st.int64(0);
-  }
-  if (app_id != kApplicationId && (app_id != 0 || version != 0 || tables != 0))
+namespace {
+
+// What a database holds before migrating: its application_id, schema version and object count.
+struct SchemaState {
+  std::int64_t app_id = 0, version = 0, tables = 0;
+};
+
+SchemaState read_state(Db& db) {
+  SchemaState s;
+  s.app_id = db.pragma_int("application_id");
+  s.version = db.pragma_int("user_version");
+  Stmt st = db.prepare("SELECT count(*) FROM sqlite_master");
+  if (st.step()) s.tables = st.int64(0);
+  return s;
+}
+
+// Throws StoreError unless `s` is a kloop store this binary can read (or an empty database).
+void check_state(const Db& db, const SchemaState& s) {
+  if (s.app_id != kApplicationId && (s.app_id != 0 || s.version != 0 || s.tables != 0))
     throw StoreError(fmt::format(
         "store: {} is a SQLite database but not a kloop store (application_id {:#x}, {} schema "
         "objects); use another --store",
-        db.label(), app_id, tables));
-  if (version > schema_version())
+        db.label(), s.app_id, s.tables));
+  if (s.version > schema_version())
     throw StoreError(fmt::format(
         "store: schema version {} is newer than this kloop ({}); upgrade kloop or use another "
         "--store",
-        version, schema_version()));
-  if (version == schema_version()) return;
-  if (!writable && version == 0 && tables == 0)
+        s.version, schema_version()));
+}
+
+} // namespace
+
+void migrate(Db& db, bool writable) {
+  SchemaState state = read_state(db);
+  check_state(db, state);
+  if (state.version == schema_version()) return;
+  if (!writable && state.version == 0 && state.tables == 0)
     throw StoreError(
         fmt::format("store: {} is an empty database (no kloop tables, e.g. a zero-byte "
                     "file): nothing is stored there yet; point --store at a store "
                     "that `kloop optimize` wrote, or remove the empty file",
                     db.label()));
-  if (!writable)
-    throw StoreError(fmt::format("store: {} has schema version {} and needs migrating to {}, but "
-                                 "the store is read-only; open it writable once",
-                                 db.label(), version, schema_version()));
-  for (; version < schema_version(); ++version) {
-    Transaction txn(db);
-    db.exec(kMigrations[static_cast<std::size_t>(version)]);
-    db.exec(fmt::format("PRAGMA application_id = {}", kApplicationId));
-    db.exec(fmt::format("PRAGMA user_version = {}", version + 1));
-    txn.commit();
-  }
+  // A store of an older schema is read as it is: every reader works on the oldest layout (row
+  // chains and session uids are absent there, and reported so), and a read never changes it.
+  if (!writable) return;
+  // All pending migrations in one write transaction (BEGIN IMMEDIATE), and the version read again
+  // inside it: another process creating or migrating the same store at the same moment either
+  // finished first (nothing left to do here) or waits for this one (busy_timeout), so no process
+  // ever runs a migration that is already applied ("table ... already exists").
+  Transaction txn(db);
+  state = read_state(db);
+  check_state(db, state);
+  for (; state.version < schema_version(); ++state.version)
+    db.exec(kMigrations[static_cast<std::size_t>(state.version)]);
+  db.exec(fmt::format("PRAGMA application_id = {}", kApplicationId));
+  db.exec(fmt::format("PRAGMA user_version = {}", state.version));
+  txn.commit();
 }
 
 } // namespace kloop::store

@@ -2,9 +2,12 @@
 
 #include <sqlite3.h>
 
+#include <filesystem>
+
 #include <fmt/core.h>
 
 #include "store/error.h"
+#include "store/text_view.h"
 
 namespace kloop::store {
 
@@ -41,7 +44,10 @@ Db::~Db() {
 
 void Db::fail(int rc, std::string_view what) const {
   const int primary = rc & 0xFF;
-  std::string hint = "check the store, or run `kloop store verify`";
+  // label_ is the database file, DIR/kloop.db.
+  const std::string dir = std::filesystem::path(label_).parent_path().string();
+  std::string hint =
+      fmt::format("check the store, or run `{}`", kloop_command("store verify", dir));
   if (primary == SQLITE_FULL || (rc == SQLITE_IOERR_WRITE) || rc == SQLITE_IOERR_FSYNC)
     hint = "the disk (or file-size limit) is full: free space and retry; committed steps are kept";
   else if (primary == SQLITE_READONLY)
@@ -146,6 +152,27 @@ std::optional<double> Stmt::opt_real(int col) const {
 std::optional<std::string> Stmt::opt_text(int col) const {
   if (is_null(col)) return std::nullopt;
   return text(col);
+}
+
+int Stmt::column_count() const {
+  return sqlite3_column_count(stmt_);
+}
+std::string Stmt::column_name(int col) const {
+  const char* n = sqlite3_column_name(stmt_, col);
+  return n ? n : "";
+}
+int Stmt::type(int col) const {
+  return sqlite3_column_type(stmt_, col);
+}
+std::string Stmt::bytes(int col) const {
+  const auto* p = static_cast<const char*>(sqlite3_column_blob(stmt_, col));
+  return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col)))
+           : std::string();
+}
+Stmt& Stmt::bind_column(int i, const Stmt& from, int col) {
+  const int rc = sqlite3_bind_value(stmt_, i, sqlite3_column_value(from.stmt_, col));
+  if (rc != SQLITE_OK) db_->fail(rc, "bind");
+  return *this;
 }
 
 Transaction::Transaction(Db& db) : db_(&db) {

@@ -70,6 +70,14 @@ public:
   std::optional<std::int64_t> opt_int64(int col) const;
   std::optional<double> opt_real(int col) const;
   std::optional<std::string> opt_text(int col) const;
+  // Generic access (row hashing and store merge): result columns, a column's name and storage
+  // class (SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT, SQLITE_BLOB or SQLITE_NULL), its raw bytes.
+  int column_count() const;
+  std::string column_name(int col) const;
+  int type(int col) const;
+  std::string bytes(int col) const; // text or blob bytes as stored
+  // Binds parameter i to column `col` of `from`'s current row, keeping its storage class.
+  Stmt& bind_column(int i, const Stmt& from, int col);
 
 private:
   Db* db_;

@@ -1,6 +1,7 @@
 // Store: opening, session lifecycle and the Step writer. Reads are in store_read.cpp.
 #include "store/store.h"
 
+#include <sodium.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,11 +11,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
+#include <vector>
 
 #include <fmt/core.h>
 
+#include "store/chain.h"
 #include "store/error.h"
 #include "store/schema.h"
+#include "store/text_view.h"
 
 namespace kloop::store {
 namespace {
@@ -25,7 +30,9 @@ std::string host_name() {
   return buf;
 }
 
-bool pid_alive(std::int64_t pid) {
+} // namespace
+
+bool process_alive(std::int64_t pid) {
   if (pid <= 0) return false;
   if (::kill(static_cast<pid_t>(pid), 0) == 0) {
     // A zombie (killed, not yet reaped) is not a live owner.
@@ -40,11 +47,60 @@ bool pid_alive(std::int64_t pid) {
   return errno == EPERM;
 }
 
+namespace {
+
 std::string opt_sha(const std::string& s) {
   return s;
 }
 
+// A random 128-bit session uid (hex): the session's identity across stores (store merge).
+std::string new_session_uid() {
+  if (sodium_init() < 0) throw StoreError("store: libsodium failed to initialise");
+  unsigned char b[16];
+  randombytes_buf(b, sizeof b);
+  char hex[33];
+  sodium_bin2hex(hex, sizeof hex, b, sizeof b);
+  return hex;
+}
+
+// Whether `path` is a folder holding at least one entry.
+bool non_empty_dir(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec) &&
+         std::filesystem::directory_iterator(path, ec) != std::filesystem::directory_iterator();
+}
+
+// Refuses to create a database in `dir` over the leftovers of a lost one: kloop.db missing or empty
+// (zero bytes) next to a non-empty blobs/, holdout/ or exports/ folder. A new database there would
+// number its sessions from 1 again, and a session of it would adopt the sealed holdout suite (and
+// the exports) of the lost session with the same number, which it never committed to.
+void refuse_leftovers(const std::string& dir) {
+  const std::string db_path = dir + "/kloop.db";
+  struct stat sb {};
+  const bool db_exists = ::stat(db_path.c_str(), &sb) == 0;
+  if (db_exists && sb.st_size > 0) return; // an existing database: migrate() checks it
+  struct stat wal {};
+  if (::stat((db_path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0) return; // not checkpointed
+  std::vector<std::string> left;
+  for (const char* sub : {"blobs", "holdout", "exports"})
+    if (non_empty_dir(dir + "/" + sub)) left.push_back(std::string(sub) + "/");
+  if (left.empty()) return;
+  std::string list;
+  for (const auto& l : left)
+    list += (list.empty() ? "" : ", ") + l;
+  throw DamagedStore(fmt::format(
+      "store: {} holds {} but {}: the leftovers of a store whose database was lost. kloop will "
+      "not create a new database over them (its sessions would be numbered from 1 again and "
+      "adopt the sealed holdout suites of the lost ones); restore kloop.db from a backup, or move "
+      "{} aside and start a new store",
+      dir, list, db_exists ? "kloop.db is empty (0 bytes)" : "no kloop.db", dir));
+}
+
 } // namespace
+
+std::string json_text(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 std::string now_iso8601() {
   const std::time_t t = std::time(nullptr);
@@ -77,9 +133,16 @@ Store Store::open(const std::string& dir, OpenMode mode) {
       throw NoSuchStore(fmt::format("store: {} does not exist; run `kloop optimize` first or pass "
                                     "--store DIR (default $KLOOP_STORE or ./kloop-store)",
                                     dir));
-    if (::mkdir(dir.c_str(), 0755) != 0)
+    // EEXIST: another kloop created it a moment ago (two runs starting on one new store).
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      const int err = errno;
+      if (err == ENOENT || err == ENOTDIR) // an output path in a missing folder: the caller's
+        throw NoSuchStore(fmt::format("store: cannot create {}: its parent folder does not "
+                                      "exist; create it first or pass another --store",
+                                      dir));
       throw StoreError(fmt::format("store: cannot create {} ({}); use a writable --store", dir,
-                                   std::strerror(errno)));
+                                   std::strerror(err)));
+    }
   }
   const std::string db_path = dir + "/kloop.db";
   const bool dir_writable = ::access(dir.c_str(), W_OK) == 0;
@@ -91,6 +154,7 @@ Store Store::open(const std::string& dir, OpenMode mode) {
     throw NoSuchStore(fmt::format("store: {} has no kloop.db; it is not a kloop store (pass the "
                                   "right --store)",
                                   dir));
+  if (writable) refuse_leftovers(dir);
   const std::string label = db_path;
   std::string uri = "file:" + db_path;
   int flags = writable ? (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) : SQLITE_OPEN_READONLY;
@@ -123,16 +187,17 @@ std::int64_t Store::create_session(SessionRecord& s) {
   Stmt st = db_.prepare(
       "INSERT INTO sessions (operator, contract_version, contract_sha256, provider, model, "
       "budget, seed, kloop_version, kloop_commit, toolkit_version, driver_version, device_name, "
-      "device_uuid, device_arch, started_at, status, params_json, owner_pid, owner_host) VALUES "
-      "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      "device_uuid, device_arch, started_at, status, params_json, owner_pid, owner_host, uid) "
+      "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   st.bind(1, s.operator_name).bind(2, s.contract_version).bind(3, s.contract_sha256);
   st.bind(4, s.provider).bind(5, s.model).bind(6, s.budget).bind(7, s.seed);
   st.bind(8, s.kloop_version).bind(9, s.kloop_commit).bind(10, s.toolkit_version);
   st.bind(11, s.driver_version).bind(12, s.device_name).bind(13, s.device_uuid);
   st.bind(14, s.device_arch).bind(15, s.started_at).bind(16, static_cast<int>(s.status));
-  st.bind(17, s.params.dump()).bind(18, s.owner_pid).bind(19, s.owner_host);
-  st.run();
+  st.bind(17, json_text(s.params)).bind(18, s.owner_pid).bind(19, s.owner_host);
+  st.bind(20, new_session_uid()).run();
   s.id = db_.last_insert_rowid();
+  chain_row(db_, "sessions", s.id, LinkKind::kInsert);
   txn.commit();
   return s.id;
 }
@@ -147,6 +212,7 @@ void Store::finish_session(std::int64_t id, SessionStatus status,
   else
     st.bind_null(2);
   st.bind(3, now_iso8601()).bind(4, id).run();
+  chain_row(db_, "sessions", id, LinkKind::kUpdate);
   txn.commit();
 }
 
@@ -156,13 +222,14 @@ void Store::set_session_param(std::int64_t id, const std::string& key,
   Stmt read = db_.prepare("SELECT params_json FROM sessions WHERE id = ?");
   read.bind(1, id);
   if (!read.step())
-    throw NoSuchSession(
-        fmt::format("store: no session {} in {}; list them with `kloop sessions`", id, dir_));
+    throw NoSuchSession(fmt::format("store: no session {} in {}; list them with `{}`", id, dir_,
+                                    kloop_command("sessions", dir_)));
   nlohmann::json params = nlohmann::json::parse(read.text(0), nullptr, false);
   if (!params.is_object()) params = nlohmann::json::object();
   params[key] = value;
   Stmt write = db_.prepare("UPDATE sessions SET params_json = ? WHERE id = ?");
-  write.bind(1, params.dump()).bind(2, id).run();
+  write.bind(1, json_text(params)).bind(2, id).run();
+  chain_row(db_, "sessions", id, LinkKind::kUpdate);
   txn.commit();
 }
 
@@ -173,7 +240,7 @@ int Store::mark_interrupted() {
     Stmt st = db_.prepare("SELECT id, owner_pid, owner_host FROM sessions WHERE status = ?");
     st.bind(1, static_cast<int>(SessionStatus::kRunning));
     while (st.step())
-      if (st.text(2) == host && !pid_alive(st.int64(1))) dead.push_back(st.int64(0));
+      if (st.text(2) == host && !process_alive(st.int64(1))) dead.push_back(st.int64(0));
   }
   if (dead.empty()) return 0;
   Transaction txn(db_);
@@ -181,6 +248,7 @@ int Store::mark_interrupted() {
     Stmt up = db_.prepare("UPDATE sessions SET status = ?, ended_at = ? WHERE id = ?");
     up.bind(1, static_cast<int>(SessionStatus::kInterrupted)).bind(2, now_iso8601()).bind(3, id);
     up.run();
+    chain_row(db_, "sessions", id, LinkKind::kUpdate);
   }
   txn.commit();
   return static_cast<int>(dead.size());
@@ -215,6 +283,7 @@ ResumeInfo Store::resume_session(std::int64_t id) {
                         "NULL WHERE id = ?");
   st.bind(1, static_cast<int>(SessionStatus::kRunning)).bind(2, std::int64_t{::getpid()});
   st.bind(3, host_name()).bind(4, id).run();
+  chain_row(db_, "sessions", id, LinkKind::kUpdate);
   txn.commit();
   info.session.status = SessionStatus::kRunning;
   info.session.owner_pid = ::getpid();
@@ -259,15 +328,19 @@ std::int64_t Store::Step::add_iteration(IterationRecord& r) {
       "INSERT INTO iterations (session_id, idx, started_at, ended_at, wall_ms, notes_json) "
       "VALUES (?,?,?,?,?,?)");
   st.bind(1, r.session_id).bind(2, r.index).bind(3, r.started_at).bind(4, r.ended_at);
-  st.bind(5, r.wall_ms).bind(6, r.notes.dump()).run();
-  return r.id = store_->db_.last_insert_rowid();
+  st.bind(5, r.wall_ms).bind(6, json_text(r.notes)).run();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "iterations", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_prompt(PromptRecord& r) {
   Stmt st = store_->db_.prepare(
       "INSERT INTO prompts (iteration_id, role, blob_sha256, tokens) VALUES (?,?,?,?)");
   st.bind(1, r.iteration_id).bind(2, r.role).bind(3, r.blob_sha256).bind(4, r.tokens).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "prompts", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_response(ResponseRecord& r) {
@@ -280,7 +353,9 @@ std::int64_t Store::Step::add_response(ResponseRecord& r) {
   st.bind(4, r.provider).bind(5, r.model).bind(6, r.http_status).bind(7, r.latency_ms);
   st.bind(8, r.retries).bind(9, r.prompt_tokens).bind(10, r.completion_tokens).bind(11, r.error);
   st.run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "responses", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_candidate(CandidateRecord& r) {
@@ -291,8 +366,10 @@ std::int64_t Store::Step::add_candidate(CandidateRecord& r) {
   bind_sha(st, 3, r.source_sha256);
   bind_sha(st, 4, r.manifest_sha256);
   st.bind(5, static_cast<int>(r.verdict)).bind(6, r.speedup).bind(7, r.speedup_lo);
-  st.bind(8, r.speedup_hi).bind(9, r.report.dump()).run();
-  return r.id = store_->db_.last_insert_rowid();
+  st.bind(8, r.speedup_hi).bind(9, json_text(r.report)).run();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "candidates", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 void Store::Step::update_candidate(const CandidateRecord& r) {
@@ -300,7 +377,8 @@ void Store::Step::update_candidate(const CandidateRecord& r) {
       "UPDATE candidates SET verdict = ?, speedup = ?, speedup_lo = ?, speedup_hi = ?, "
       "report_json = ? WHERE id = ?");
   st.bind(1, static_cast<int>(r.verdict)).bind(2, r.speedup).bind(3, r.speedup_lo);
-  st.bind(4, r.speedup_hi).bind(5, r.report.dump()).bind(6, r.id).run();
+  st.bind(4, r.speedup_hi).bind(5, json_text(r.report)).bind(6, r.id).run();
+  chain_row(store_->db_, "candidates", r.id, LinkKind::kUpdate);
 }
 
 std::int64_t Store::Step::add_artifact(ArtifactRecord& r, std::string_view bytes) {
@@ -311,7 +389,9 @@ std::int64_t Store::Step::add_artifact(ArtifactRecord& r, std::string_view bytes
       "VALUES (?,?,?,?,?,?)");
   st.bind(1, r.iteration_id).bind(2, r.candidate_id).bind(3, static_cast<int>(r.kind));
   st.bind(4, r.name).bind(5, r.sha256).bind(6, r.size).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "artifacts", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_tool_call(ToolCallRecord& r) {
@@ -320,13 +400,15 @@ std::int64_t Store::Step::add_tool_call(ToolCallRecord& r) {
       "exit_code, signal, wall_ms, user_ms, sys_ms, max_rss_kb, stdout_sha256, stderr_sha256) "
       "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   st.bind(1, r.iteration_id).bind(2, r.candidate_id).bind(3, r.tool).bind(4, r.tool_version);
-  st.bind(5, nlohmann::json(r.argv).dump()).bind(6, r.cwd).bind(7, r.exit_code);
+  st.bind(5, json_text(nlohmann::json(r.argv))).bind(6, r.cwd).bind(7, r.exit_code);
   st.bind(8, r.signal).bind(9, r.wall_ms).bind(10, r.user_ms).bind(11, r.sys_ms);
   st.bind(12, r.max_rss_kb);
   bind_sha(st, 13, opt_sha(r.stdout_sha256));
   bind_sha(st, 14, opt_sha(r.stderr_sha256));
   st.run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "tool_calls", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_gate(GateRecord& r) {
@@ -334,16 +416,20 @@ std::int64_t Store::Step::add_gate(GateRecord& r) {
       "INSERT INTO gate_results (candidate_id, ordinal, name, status, reason, evidence_json) "
       "VALUES (?,?,?,?,?,?)");
   st.bind(1, r.candidate_id).bind(2, r.ordinal).bind(3, r.name);
-  st.bind(4, static_cast<int>(r.status)).bind(5, r.reason).bind(6, r.evidence.dump()).run();
-  return r.id = store_->db_.last_insert_rowid();
+  st.bind(4, static_cast<int>(r.status)).bind(5, r.reason).bind(6, json_text(r.evidence)).run();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "gate_results", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_test_case(TestCaseRecord& r) {
   Stmt st = store_->db_.prepare(
       "INSERT INTO test_cases (candidate_id, gate, name, status, detail_json) VALUES (?,?,?,?,?)");
   st.bind(1, r.candidate_id).bind(2, r.gate).bind(3, r.name);
-  st.bind(4, static_cast<int>(r.status)).bind(5, r.detail.dump()).run();
-  return r.id = store_->db_.last_insert_rowid();
+  st.bind(4, static_cast<int>(r.status)).bind(5, json_text(r.detail)).run();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "test_cases", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_benchmark(BenchmarkRecord& r) {
@@ -352,14 +438,18 @@ std::int64_t Store::Step::add_benchmark(BenchmarkRecord& r) {
       "lo_us, hi_us) VALUES (?,?,?,?,?,?,?)");
   st.bind(1, r.candidate_id).bind(2, r.series).bind(3, r.samples_sha256).bind(4, r.count);
   st.bind(5, r.median_us).bind(6, r.lo_us).bind(7, r.hi_us).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "benchmark_samples", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_telemetry(TelemetryRecord& r) {
   Stmt st =
       store_->db_.prepare("INSERT INTO telemetry (candidate_id, kind, data_json) VALUES (?,?,?)");
-  st.bind(1, r.candidate_id).bind(2, r.kind).bind(3, r.data.dump()).run();
-  return r.id = store_->db_.last_insert_rowid();
+  st.bind(1, r.candidate_id).bind(2, r.kind).bind(3, json_text(r.data)).run();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "telemetry", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_holdout_commitment(HoldoutCommitmentRecord& r) {
@@ -369,7 +459,9 @@ std::int64_t Store::Step::add_holdout_commitment(HoldoutCommitmentRecord& r) {
       "VALUES (?,?,?,?)");
   st.bind(1, r.session_id).bind(2, r.commitment_sha256).bind(3, r.suite_version);
   st.bind(4, r.created_at).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "holdout_commitments", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_holdout_run(HoldoutRunRecord& r) {
@@ -378,10 +470,12 @@ std::int64_t Store::Step::add_holdout_run(HoldoutRunRecord& r) {
       "INSERT INTO holdout_runs (commitment_id, candidate_id, status, result_json, report_sha256, "
       "retired, ran_at) VALUES (?,?,?,?,?,?,?)");
   st.bind(1, r.commitment_id).bind(2, r.candidate_id).bind(3, static_cast<int>(r.status));
-  st.bind(4, r.result.dump());
+  st.bind(4, json_text(r.result));
   bind_sha(st, 5, r.report_sha256);
   st.bind(6, r.retired ? 1 : 0).bind(7, r.ran_at).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "holdout_runs", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 std::int64_t Store::Step::add_promotion(PromotionRecord& r) {
@@ -390,14 +484,17 @@ std::int64_t Store::Step::add_promotion(PromotionRecord& r) {
       "INSERT INTO promotion_decisions (session_id, candidate_id, decision, reason, "
       "evidence_json, decided_at) VALUES (?,?,?,?,?,?)");
   st.bind(1, r.session_id).bind(2, r.candidate_id).bind(3, static_cast<int>(r.decision));
-  st.bind(4, r.reason).bind(5, r.evidence.dump()).bind(6, r.decided_at).run();
-  return r.id = store_->db_.last_insert_rowid();
+  st.bind(4, r.reason).bind(5, json_text(r.evidence)).bind(6, r.decided_at).run();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "promotion_decisions", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 void Store::Step::set_promotion_evidence(std::int64_t promotion_id,
                                          const nlohmann::json& evidence) {
   Stmt st = store_->db_.prepare("UPDATE promotion_decisions SET evidence_json = ? WHERE id = ?");
-  st.bind(1, evidence.dump()).bind(2, promotion_id).run();
+  st.bind(1, json_text(evidence)).bind(2, promotion_id).run();
+  chain_row(store_->db_, "promotion_decisions", promotion_id, LinkKind::kUpdate);
 }
 
 std::int64_t Store::Step::add_receipt(ReceiptRecord& r) {
@@ -407,7 +504,9 @@ std::int64_t Store::Step::add_receipt(ReceiptRecord& r) {
       "reviewer, signed_at) VALUES (?,?,?,?,?,?)");
   st.bind(1, r.session_id).bind(2, r.payload_sha256).bind(3, r.receipt_sha256);
   st.bind(4, r.signing_key_id).bind(5, r.reviewer).bind(6, r.signed_at).run();
-  return r.id = store_->db_.last_insert_rowid();
+  r.id = store_->db_.last_insert_rowid();
+  chain_row(store_->db_, "receipts", r.id, LinkKind::kInsert);
+  return r.id;
 }
 
 } // namespace kloop::store

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "store/blobs.h"
+#include "store/chain.h"
 #include "store/records.h"
 #include "store/sqlite.h"
 
@@ -35,7 +36,16 @@ struct CandidateDetail {
   const GateRecord* gate(std::string_view name) const;              // nullptr when absent
   const TelemetryRecord* telemetry_of(std::string_view kind) const; // first of that kind
   const ArtifactRecord* artifact_of(ArtifactKind kind) const;       // first of that kind
+  // How it was built: the build gate's evidence "sandbox" ("bubblewrap", "unshare", or "none" for
+  // --no-sandbox); "" when it was not built (format or contract failed) or nothing was recorded.
+  std::string sandbox() const;
 };
+
+// How the built candidates of a session were sandboxed: each sandbox kind with its count, in
+// first-seen order ({"bubblewrap", 5}; {"bubblewrap", 3}, {"none", 2} after a change).
+using SandboxCounts = std::vector<std::pair<std::string, int>>;
+// "bubblewrap" (one kind), "bubblewrap 3, none 2" (several), "-" (no candidate was built).
+std::string sandbox_text(const SandboxCounts& counts);
 
 struct IterationDetail {
   IterationRecord iteration;
@@ -52,13 +62,22 @@ struct SessionDetail {
   std::vector<HoldoutRunRecord> holdout_runs;
   std::optional<PromotionRecord> promotion; // the latest decision
   std::vector<ReceiptRecord> receipts;
+  std::optional<ChainHead> chain_head;  // its row chain's head when loaded; nullopt: unchained
+  std::vector<std::string> chain_links; // every link's hash, in order (store/chain.h)
+  // Whether link `links` (1-based) of the chain is `sha256`: a head recorded earlier (a receipt's)
+  // that the chain still holds, rows added since only extending it.
+  bool chain_holds(std::int64_t links, const std::string& sha256) const;
   const CandidateDetail* find_candidate(std::int64_t id) const; // nullptr when absent
   // The holdout commitment with row id `id`; nullptr when absent.
   const HoldoutCommitmentRecord* find_commitment(std::int64_t id) const;
   const CandidateDetail* best_candidate() const; // promoted one, else best passing speed-up
   std::int64_t tokens() const;                   // prompt + completion tokens of all responses
-  double wall_ms() const;                        // sum of iteration wall times
-  nlohmann::json to_json() const;                // everything, for `kloop show --json`
+  // Iterations whose provider reported usage that made no sense (notes "usage_invalid"): their
+  // tokens are unknown, not counted in tokens().
+  int unknown_usage_iterations() const;
+  SandboxCounts sandboxes() const; // of the built candidates, in iteration order
+  double wall_ms() const;          // sum of iteration wall times
+  nlohmann::json to_json() const;  // everything (and the chain head), for `kloop show --json`
 };
 
 // One row of `kloop sessions`.
@@ -70,6 +89,7 @@ struct SessionSummary {
   std::optional<double> best_speedup, best_lo, best_hi;
   std::int64_t tokens = 0;
   std::optional<Decision> decision;
+  SandboxCounts sandboxes; // how its built candidates were sandboxed
   nlohmann::json to_json() const;
 };
 
@@ -85,7 +105,24 @@ struct VerifyReport {
   std::int64_t blobs_checked = 0;
   std::vector<std::string> missing, altered; // SHA-256s
   std::string integrity;                     // "ok" or SQLite's integrity_check lines
-  bool ok() const { return missing.empty() && altered.empty() && integrity == "ok"; }
+  // Files under blobs/ that no row registers: blobs written by a step that never committed (a
+  // killed run writes blobs before the rows that name them), or left after rows were deleted; and
+  // ".tmp-*" files of an interrupted write. Paths relative to blobs/. Reported, not damage: no
+  // record names them, so none is missing or altered; they only take space.
+  std::vector<std::string> orphans;
+  std::int64_t orphan_bytes = 0;
+  ChainReport chains; // the row chains (store/chain.h)
+  bool ok() const { return missing.empty() && altered.empty() && integrity == "ok" && chains.ok(); }
+};
+
+// Result of merging one source store into this one (Store::merge_from).
+struct MergeReport {
+  std::string source;
+  std::vector<std::pair<std::int64_t, std::int64_t>> merged; // (source id, new id)
+  std::vector<std::string> skipped; // one line per session not merged, with the reason
+  std::int64_t blobs_copied = 0;    // new blob files written here
+  std::int64_t blobs_present = 0;   // already here (deduplicated by hash)
+  int holdout_files = 0;            // sealed or retired suites copied, as they were
 };
 
 class Store {
@@ -165,7 +202,22 @@ public:
   // ---- reading ----
   std::vector<SessionSummary> list_sessions(); // newest first
   SessionDetail load_session(std::int64_t id); // throws StoreError "no session ID in DIR"
-  VerifyReport verify();                       // integrity_check + re-hash every blob
+  // integrity_check, every registered blob re-hashed, orphan files listed, row chains
+  VerifyReport verify();
+  // The session's chain head (store/chain.h); nullopt for a session recorded before chaining.
+  std::optional<ChainHead> chain_head(std::int64_t session_id);
+
+  // ---- merging (store/merge.cpp) ----
+  // Copies every session of the store at `source_dir` (opened read-only, never changed) that this
+  // store does not hold yet (by session uid, so merging a store twice adds nothing) with new row
+  // ids; its origin (source store, source id, uid) goes to session_origins. Every blob the source
+  // registers is re-hashed and copied unless present; sealed holdout suites are copied as files,
+  // never unsealed (sealed stays sealed, retired stays retired); row chains are copied and stay
+  // valid. A running session is skipped (merge again when it ends). One transaction per source.
+  // Throws StoreError for a source that is no kloop store, has a schema newer than this binary or
+  // a table layout this one does not know (naming the column), and DamagedStore (nothing merged)
+  // when a source blob is missing or altered or a source chain fails verification.
+  MergeReport merge_from(const std::string& source_dir);
 
 private:
   Store(std::string dir, Db db);
@@ -175,6 +227,14 @@ private:
 };
 
 std::string now_iso8601(); // UTC, second resolution: "2026-10-10T12:00:00Z"
+// Whether process `pid` of this host is alive (a zombie, killed but not reaped, is not). Decides
+// whether a `running` session's owner is gone (Store::mark_interrupted).
+bool process_alive(std::int64_t pid);
+// JSON text of a value the store writes (row columns, JSON blobs). Text that is not valid UTF-8 (a
+// compiler diagnostic quoting a candidate's bytes, a provider body) is written with U+FFFD
+// instead of making the serializer throw, which would roll back the whole step and end the
+// process; verbatim bytes belong in blobs. `indent` as nlohmann::json::dump (-1: compact).
+std::string json_text(const nlohmann::json& j, int indent = -1);
 // The provider name `kloop checker-coverage` records its runs under (mutation/store_report.h);
 // no generator provider has it (--provider takes offline, openai, anthropic, replay).
 inline constexpr std::string_view kCheckerCoverageProvider = "checker-coverage";

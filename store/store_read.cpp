@@ -1,9 +1,14 @@
 // Store: loading sessions, summaries, JSON views and `store verify`.
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
 #include <fmt/core.h>
 
 #include "store/error.h"
 #include "store/phase_view.h"
 #include "store/store.h"
+#include "store/text_view.h"
 
 namespace kloop::store {
 namespace {
@@ -103,10 +108,57 @@ const ArtifactRecord* CandidateDetail::artifact_of(ArtifactKind kind) const {
   return nullptr;
 }
 
+std::string CandidateDetail::sandbox() const {
+  const GateRecord* g = gate("build");
+  if (g == nullptr || !g->evidence.is_object()) return "";
+  const auto it = g->evidence.find("sandbox");
+  return it != g->evidence.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+std::string sandbox_text(const SandboxCounts& counts) {
+  if (counts.empty()) return "-";
+  if (counts.size() == 1) return counts.front().first;
+  std::string out;
+  for (const auto& [kind, n] : counts)
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", kind, n);
+  return out;
+}
+
+namespace {
+void count_sandbox(SandboxCounts& counts, const std::string& kind, int n = 1) {
+  for (auto& [k, c] : counts)
+    if (k == kind) {
+      c += n;
+      return;
+    }
+  counts.emplace_back(kind, n);
+}
+} // namespace
+
+SandboxCounts SessionDetail::sandboxes() const {
+  SandboxCounts counts;
+  for (const auto& it : iterations)
+    for (const auto& c : it.candidates)
+      if (const std::string kind = c.sandbox(); !kind.empty()) count_sandbox(counts, kind);
+  return counts;
+}
+
+int SessionDetail::unknown_usage_iterations() const {
+  int n = 0;
+  for (const auto& it : iterations)
+    n += it.iteration.notes.is_object() && it.iteration.notes.contains("usage_invalid") ? 1 : 0;
+  return n;
+}
+
 const HoldoutCommitmentRecord* SessionDetail::find_commitment(std::int64_t id) const {
   for (const auto& c : holdout_commitments)
     if (c.id == id) return &c;
   return nullptr;
+}
+
+bool SessionDetail::chain_holds(std::int64_t links, const std::string& sha256) const {
+  return links >= 1 && links <= static_cast<std::int64_t>(chain_links.size()) &&
+         chain_links[static_cast<std::size_t>(links - 1)] == sha256;
 }
 
 const CandidateDetail* SessionDetail::find_candidate(std::int64_t id) const {
@@ -170,8 +222,10 @@ nlohmann::json SessionDetail::to_json() const {
                          {"hi_us", opt(b.hi_us)}});
       for (const auto& t : c.telemetry)
         tel[t.kind] = t.data;
+      const std::string sandbox = c.sandbox();
       cands.push_back(
           {{"id", c.candidate.id},
+           {"sandbox", sandbox.empty() ? nlohmann::json(nullptr) : nlohmann::json(sandbox)},
            {"source_sha256", c.candidate.source_sha256},
            {"manifest_sha256", c.candidate.manifest_sha256},
            {"verdict", name(c.candidate.verdict)},
@@ -186,13 +240,23 @@ nlohmann::json SessionDetail::to_json() const {
     std::int64_t toks = 0;
     for (const auto& r : it.responses)
       toks += r.prompt_tokens.value_or(0) + r.completion_tokens.value_or(0);
-    its.push_back({{"index", it.iteration.index},
-                   {"started_at", it.iteration.started_at},
-                   {"wall_ms", it.iteration.wall_ms},
-                   {"tokens", toks},
-                   {"candidates", cands}});
+    // "iteration" is 1-based, as `kloop show` and `kloop optimize` print it (the store's idx + 1).
+    nlohmann::json entry = {{"iteration", it.iteration.index + 1},
+                            {"started_at", it.iteration.started_at},
+                            {"wall_ms", it.iteration.wall_ms},
+                            {"tokens", toks},
+                            {"candidates", cands}};
+    if (it.iteration.notes.is_object() && it.iteration.notes.contains("usage_invalid"))
+      entry["usage_invalid"] = it.iteration.notes["usage_invalid"];
+    its.push_back(std::move(entry));
   }
   nlohmann::json j = {{"session", store::to_json(session)}, {"iterations", its}};
+  nlohmann::json sandbox = nlohmann::json::object();
+  for (const auto& [kind, n] : sandboxes())
+    sandbox[kind] = n;
+  j["sandbox"] = sandbox; // built candidates per sandbox kind ({} when none was built)
+  j["tokens"] = tokens();
+  j["unknown_usage_iterations"] = unknown_usage_iterations();
   j["promotion"] = nullptr;
   if (promotion)
     j["promotion"] = {{"decision", name(promotion->decision)},
@@ -238,10 +302,17 @@ nlohmann::json SessionDetail::to_json() const {
   j["phase_summary"] = phase_summary(*this).to_json(); // where the time went (phase_view.h)
   const CandidateDetail* best = best_candidate();
   j["best_candidate_id"] = best ? nlohmann::json(best->candidate.id) : nlohmann::json(nullptr);
+  // The row chain's head (store/chain.h), null for a session recorded before row chaining.
+  j["row_chain"] =
+      chain_head ? nlohmann::json{{"links", chain_head->links}, {"head_sha256", chain_head->sha256}}
+                 : nlohmann::json(nullptr);
   return j;
 }
 
 nlohmann::json SessionSummary::to_json() const {
+  nlohmann::json sandbox_json = nlohmann::json::object();
+  for (const auto& [kind, n] : sandboxes)
+    sandbox_json[kind] = n;
   return {{"id", session.id},
           {"kind", session_kind(session)},
           {"operator", session.operator_name},
@@ -256,6 +327,7 @@ nlohmann::json SessionSummary::to_json() const {
           {"best_speedup", opt(best_speedup)},
           {"best_speedup_interval", {opt(best_lo), opt(best_hi)}},
           {"tokens", tokens},
+          {"sandbox", sandbox_json},
           {"started_at", session.started_at}};
 }
 
@@ -301,6 +373,16 @@ std::vector<SessionSummary> Store::list_sessions() {
         "SELECT decision FROM promotion_decisions WHERE session_id = ? ORDER BY id DESC LIMIT 1");
     d.bind(1, s.session.id);
     if (d.step()) s.decision = static_cast<Decision>(d.int64(0));
+    // CandidateDetail::sandbox() in SQL; an evidence row that is not JSON (edited) counts as none.
+    Stmt sb = db_.prepare(
+        "SELECT k, count(*) FROM (SELECT CASE WHEN json_valid(g.evidence_json) AND "
+        "json_type(g.evidence_json, '$.sandbox') = 'text' THEN json_extract(g.evidence_json, "
+        "'$.sandbox') END AS k, min(c.id) AS first FROM gate_results g JOIN candidates c ON "
+        "g.candidate_id = c.id JOIN iterations i ON c.iteration_id = i.id WHERE i.session_id = ? "
+        "AND g.name = 'build' GROUP BY c.id) WHERE k IS NOT NULL GROUP BY k ORDER BY min(first)");
+    sb.bind(1, s.session.id);
+    while (sb.step())
+      count_sandbox(s.sandboxes, sb.text(0), static_cast<int>(sb.int64(1)));
   }
   return out;
 }
@@ -311,9 +393,8 @@ SessionDetail Store::load_session(std::int64_t id) {
     Stmt st = db_.prepare(fmt::format("SELECT {} FROM sessions WHERE id = ?", kSessionCols));
     st.bind(1, id);
     if (!st.step())
-      throw NoSuchSession(fmt::format("store: no session {} in {}; list them with `kloop sessions "
-                                      "--store {}`",
-                                      id, dir_, dir_));
+      throw NoSuchSession(fmt::format("store: no session {} in {}; list them with `{}`", id, dir_,
+                                      kloop_command("sessions", dir_)));
     d.session = read_session(st);
   }
   Stmt its =
@@ -446,7 +527,18 @@ SessionDetail Store::load_session(std::int64_t id) {
   while (rc.step())
     d.receipts.push_back(
         {rc.int64(0), id, rc.text(1), rc.text(2), rc.text(3), rc.text(4), rc.text(5)});
+  d.chain_head = store::chain_head(db_, id);
+  if (d.chain_head) {
+    Stmt ch = db_.prepare("SELECT link_sha256 FROM row_chain WHERE session_id = ? ORDER BY seq");
+    ch.bind(1, id);
+    while (ch.step())
+      d.chain_links.push_back(ch.text(0));
+  }
   return d;
+}
+
+std::optional<ChainHead> Store::chain_head(std::int64_t session_id) {
+  return store::chain_head(db_, session_id);
 }
 
 VerifyReport Store::verify() {
@@ -458,9 +550,11 @@ VerifyReport Store::verify() {
       lines += (lines.empty() ? "" : "\n") + ic.text(0);
     rep.integrity = lines;
   }
+  std::set<std::string> registered;
   Stmt st = db_.prepare("SELECT sha256 FROM blobs ORDER BY sha256");
   while (st.step()) {
     const std::string sha = st.text(0);
+    registered.insert(sha);
     ++rep.blobs_checked;
     switch (blobs_.check(sha)) {
     case BlobState::kOk:
@@ -473,6 +567,23 @@ VerifyReport Store::verify() {
       break;
     }
   }
+  rep.chains = verify_chains(db_, blobs_);
+  // Files no row registers (BlobStore layout: blobs/ab/cdef..., temp files .tmp-*).
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& sub : fs::directory_iterator(blobs_.root(), ec)) {
+    if (!sub.is_directory(ec)) continue;
+    const std::string prefix = sub.path().filename().string();
+    for (const auto& f : fs::directory_iterator(sub.path(), ec)) {
+      const std::string name = f.path().filename().string();
+      if (registered.count(prefix + name) != 0) continue;
+      rep.orphans.push_back(prefix + "/" + name);
+      std::error_code size_ec;
+      const auto size = f.file_size(size_ec);
+      rep.orphan_bytes += size_ec ? 0 : static_cast<std::int64_t>(size);
+    }
+  }
+  std::sort(rep.orphans.begin(), rep.orphans.end());
   return rep;
 }
 

@@ -15,6 +15,21 @@ std::string replace_invalid_utf8(std::string_view s) {
       .get<std::string>();
 }
 
+std::string shell_word(std::string_view text) {
+  const bool safe = !text.empty() && text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijkl"
+                                                            "mnopqrstuvwxyz0123456789_./:=@%+-") ==
+                                         std::string::npos;
+  if (safe) return std::string(text);
+  std::string out = "'";
+  for (const char c : text)
+    out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string kloop_command(std::string_view args, const std::string& store_dir) {
+  return fmt::format("kloop {} --store {}", args, shell_word(store_dir));
+}
+
 std::string terminal_text(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -118,6 +133,69 @@ std::string holdout_text(const SessionDetail& d) {
     line += l.retired.value_or(false) ? ", suite retired" : ", suite NOT retired";
     out += line + "\n";
   }
+  return out;
+}
+
+std::string json_string(const nlohmann::json& value) {
+  if (value.is_null()) return "";
+  if (value.is_string()) return value.get<std::string>();
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+double number_at(const nlohmann::json& j, std::string_view key, double fallback) {
+  if (!j.is_object()) return fallback;
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+std::string string_at(const nlohmann::json& j, std::string_view key, const std::string& fallback) {
+  if (!j.is_object()) return fallback;
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+namespace {
+// The integer at `key` of `j` as text, "?" when absent or not an integer (an edited row).
+std::string count_at(const nlohmann::json& j, const char* key) {
+  const auto it = j.is_object() ? j.find(key) : j.end();
+  return j.is_object() && it != j.end() && it->is_number_integer() ? it->dump() : "?";
+}
+std::string score_at(const nlohmann::json& j) {
+  const auto it = j.is_object() ? j.find("score") : j.end();
+  return j.is_object() && it != j.end() && it->is_number()
+             ? fmt::format("{:.3f}", it->get<double>())
+             : "n/a";
+}
+} // namespace
+
+std::string checker_coverage_text(const SessionDetail& d) {
+  const nlohmann::json* summary = nullptr;
+  for (const auto& it : d.iterations)
+    if (it.iteration.notes.is_object() && it.iteration.notes.contains("checker_coverage"))
+      summary = &it.iteration.notes["checker_coverage"];
+  if (summary == nullptr || !summary->is_object()) return "checker coverage: no summary recorded\n";
+  const auto& c = *summary;
+  const auto complete = c.find("complete");
+  std::string out = fmt::format(
+      "checker coverage: {} mutants, {} killed of {} admissible (score {}), {} admissible "
+      "missed, {} not shown killable, {} not run; {}\n",
+      count_at(c, "mutant_count"), count_at(c, "killed"), count_at(c, "admissible"), score_at(c),
+      count_at(c, "admissible_missed"), count_at(c, "not_shown_killable"), count_at(c, "not_run"),
+      complete != c.end() && complete->is_boolean() && complete->get<bool>()
+          ? "complete"
+          : "incomplete (mutants not run: no device)");
+  if (const auto ops = c.find("per_operator"); ops != c.end() && ops->is_object())
+    for (const auto& [op, t] : ops->items())
+      out += fmt::format("  {:<22} {} killed of {} admissible, {} not run (score {})\n",
+                         replace_invalid_utf8(op), count_at(t, "killed"), count_at(t, "admissible"),
+                         count_at(t, "not_run"), score_at(t));
+  std::string gaps;
+  if (const auto g = c.find("gaps"); g != c.end() && g->is_array())
+    for (const auto& gap : *g)
+      gaps += (gaps.empty() ? "" : ", ") +
+              json_string(gap.is_object() ? gap.value("id", nlohmann::json()) : gap);
+  out += fmt::format("  gaps (admissible mutants no gate killed): {}\n",
+                     gaps.empty() ? "none" : replace_invalid_utf8(gaps));
   return out;
 }
 

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace kloop::store {
 
 struct SessionDetail;
@@ -15,6 +17,15 @@ struct SessionDetail;
 // `s` with every byte that does not belong to a valid UTF-8 sequence replaced by U+FFFD (stored
 // text from an edited or damaged row); valid text is returned unchanged.
 std::string replace_invalid_utf8(std::string_view s);
+
+// `text` as one POSIX shell word: unchanged when it is only safe characters (letters, digits and
+// _./:=@%+-), else single-quoted (a ' inside written '\''), so a printed command runs as shown.
+std::string shell_word(std::string_view text);
+
+// A kloop command line a message can print for the user to run as is: "kloop ARGS --store DIR"
+// (`args` e.g. "show 3" or "store verify"; DIR shell-quoted). Every hint that names a store
+// command carries the --store it needs, so it never acts on another (default) store.
+std::string kloop_command(std::string_view args, const std::string& store_dir);
 
 // `s` made safe to print on a terminal: C0 control bytes other than newline and tab, DEL and the
 // C1 controls (U+0080..U+009F) are written as "\xNN" / "\u00NN", so text that came from a
@@ -27,6 +38,22 @@ std::string terminal_text(std::string_view s);
 // `max_bytes` when a word is longer than a third of that), never inside a UTF-8 sequence, with
 // "..." appended.
 std::string clip_text(std::string_view s, std::size_t max_bytes);
+
+// A stored JSON value as text: a string's own text, anything else as compact JSON (with U+FFFD
+// for invalid UTF-8), "" for null. For values an edited row may hold in any type.
+std::string json_string(const nlohmann::json& value);
+
+// Values of a stored JSON object (an edited row may hold anything): the number at `key`, or
+// `fallback` when `j` is not an object or the value is absent or not a number; the string at
+// `key`, or `fallback` likewise. Never throw.
+double number_at(const nlohmann::json& j, std::string_view key, double fallback = 0);
+std::string string_at(const nlohmann::json& j, std::string_view key,
+                      const std::string& fallback = "");
+
+// `kloop show`'s summary of a checker-coverage session (session_kind "checker-coverage"), from its
+// iteration's notes "checker_coverage" (mutation/store_report.h): mutants, killed of admissible,
+// score, gaps, and one line per operator; "checker coverage: no summary recorded\n" without one.
+std::string checker_coverage_text(const SessionDetail& d);
 
 // One sealed-holdout entry of a session: a run of a candidate, or a commitment without a run.
 struct HoldoutLine {

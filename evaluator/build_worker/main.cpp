@@ -5,8 +5,11 @@
 // syscalls. Results go to BUILD_DIR/result.json (never stdout); artifacts to kernel.cubin and
 // kernel.ptx.
 //
-// Usage: kloop-build-worker --build-dir DIR --include DIR [--arch sm_90|sm_90a] [--as-mib N]
+// Usage: kloop-build-worker --build-dir DIR --include DIR [--include DIR ...] [--arch sm_90|sm_90a]
+//          [--as-mib N]
 //          [--cpu-s N] [--fsize-mib N] [--nofile N] [--nproc N] [--no-seccomp]
+// Each --include becomes one -I, in order (build.cpp passes the toolkit's include/ and then
+// include/cccl/, nvcc's search order).
 // Exit codes: 0 built; 1 compile error (log in result.json); 2 usage or I/O error; 3 memory limit;
 //             4 NVRTC API failure.
 #include <nvrtc.h>
@@ -34,7 +37,8 @@ namespace {
 enum Exit { kBuilt = 0, kCompileError = 1, kUsage = 2, kMemoryLimit = 3, kNvrtcFailure = 4 };
 
 struct Args {
-  std::string build_dir, include_dir, arch = "sm_90";
+  std::string build_dir, arch = "sm_90";
+  std::vector<std::string> include_dirs;
   long as_mib = 4096, cpu_s = 30, fsize_mib = 64, nofile = 64, nproc = 256;
   bool seccomp = true;
 };
@@ -128,7 +132,7 @@ bool parse_args(int argc, char** argv, Args& a) {
       if (k == "--build-dir")
         a.build_dir = v;
       else if (k == "--include")
-        a.include_dir = v;
+        a.include_dirs.push_back(v);
       else if (k == "--arch")
         a.arch = v;
       else if (k == "--as-mib")
@@ -147,7 +151,7 @@ bool parse_args(int argc, char** argv, Args& a) {
       return false;
     }
   }
-  return !a.build_dir.empty() && !a.include_dir.empty() &&
+  return !a.build_dir.empty() && !a.include_dirs.empty() &&
          (a.arch == "sm_90" || a.arch == "sm_90a");
 }
 
@@ -197,9 +201,11 @@ int finish(const Args& a, nlohmann::json result, int code) {
 int main(int argc, char** argv) {
   Args a;
   if (!parse_args(argc, argv, a)) {
-    std::fprintf(stderr, "usage: kloop-build-worker --build-dir DIR --include DIR "
-                         "[--arch sm_90|sm_90a] [--as-mib N] [--cpu-s N] [--fsize-mib N] "
-                         "[--nofile N] [--nproc N] [--no-seccomp]\n");
+    std::fprintf(
+        stderr,
+        "usage: kloop-build-worker --build-dir DIR --include DIR "
+        "[--include DIR ...] [--arch sm_90|sm_90a] [--as-mib N] [--cpu-s N] [--fsize-mib N] "
+        "[--nofile N] [--nproc N] [--no-seccomp]\n");
     return kUsage;
   }
   // Limits first: nothing of the candidate is read before they hold.
@@ -217,13 +223,13 @@ int main(int argc, char** argv) {
   {
     std::error_code ec_build, ec_include;
     const auto build_dir = std::filesystem::absolute(a.build_dir, ec_build);
-    const auto include_dir = std::filesystem::absolute(a.include_dir, ec_include);
+    for (auto& dir : a.include_dirs)
+      if (!ec_include) dir = std::filesystem::absolute(dir, ec_include).string();
     if (ec_build || ec_include || ::chdir("/") != 0) {
       result["message"] = "cannot make --build-dir and --include absolute or change to /";
       return finish(a, result, kUsage); // a.build_dir unchanged: the result lands where asked
     }
     a.build_dir = build_dir.string();
-    a.include_dir = include_dir.string();
   }
   if (a.seccomp && !install_seccomp()) {
     result["message"] = "seccomp filter could not be installed";
@@ -244,12 +250,20 @@ int main(int argc, char** argv) {
     nvrtcVersion(&major, &minor);
     result["nvrtc_version"] = std::to_string(major) + "." + std::to_string(minor);
     const std::string virt = "compute_" + a.arch.substr(3);
-    const std::string inc = "-I" + a.include_dir;
-    const std::vector<std::string> cubin_opts = {"--gpu-architecture=" + a.arch, "-lineinfo",
-                                                 "--ptxas-options=-v",           "--std=c++17",
-                                                 "--no-source-include",          inc};
-    const std::vector<std::string> ptx_opts = {"--gpu-architecture=" + virt, "-lineinfo",
-                                               "--std=c++17", "--no-source-include", inc};
+    // -DNDEBUG: candidates are built as release code, as production kernels are, so assert()
+    // compiles to nothing (NVRTC's prelude defines assert before kernel.cu is read, so a
+    // `#define NDEBUG` in the source would come too late). The directory of each source stays
+    // on the include path (no --no-source-include): toolkit headers include siblings by
+    // relative name (cooperative_groups/details/*.h), and kernel.cu's own directives reach the
+    // compiler only when they name a toolkit header (evaluator/build.h, scan_includes).
+    std::vector<std::string> cubin_opts = {"--gpu-architecture=" + a.arch, "-lineinfo",
+                                           "--ptxas-options=-v", "--std=c++17", "-DNDEBUG"};
+    std::vector<std::string> ptx_opts = {"--gpu-architecture=" + virt, "-lineinfo", "--std=c++17",
+                                         "-DNDEBUG"};
+    for (const auto& dir : a.include_dirs) {
+      cubin_opts.push_back("-I" + dir);
+      ptx_opts.push_back("-I" + dir);
+    }
     // The two compiles are independent: run them side by side.
     CompileOut ptx;
     std::thread ptx_thread([&] { ptx = compile(source, ptx_opts, false); });

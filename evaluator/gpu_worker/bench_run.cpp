@@ -428,8 +428,7 @@ bool load_baseline(const json& req, const std::filesystem::path& dir, Library& l
     if (!in) throw std::runtime_error("baseline: cannot read " + (dir / name).string());
     return std::string(std::istreambuf_iterator<char>(in), {});
   };
-  const std::string source = slurp(b.value("source", "baseline.cu"));
-  const rmsnorm::ManifestParse mp = rmsnorm::parse_manifest(b.at("manifest").dump(), source);
+  const rmsnorm::ManifestParse mp = rmsnorm::parse_manifest(b.at("manifest").dump());
   if (!mp.manifest) throw std::runtime_error("baseline manifest: " + mp.errors.front().message);
   const std::string cubin = slurp(b.value("cubin", "baseline.cubin"));
   auto load_into = [&](Library& l, LoadedCandidate& c, const char* what) {

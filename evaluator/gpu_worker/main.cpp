@@ -161,9 +161,7 @@ int run(const json& req) {
   gpu::LoadedCandidate cand;
   gpu::Library lib;
   if (req.contains("cubin") && req["cubin"].is_string()) {
-    const std::string source =
-        req.contains("source") ? read_file(g_dir / req["source"].get<std::string>()) : "";
-    const rmsnorm::ManifestParse mp = rmsnorm::parse_manifest(req["manifest"].dump(), source);
+    const rmsnorm::ManifestParse mp = rmsnorm::parse_manifest(req["manifest"].dump());
     if (!mp.manifest)
       return finish(evaluator::kGpuWorkerOk, "fail",
                     "manifest rejected: " + mp.errors.front().message, extra);

@@ -40,6 +40,12 @@ struct Tolerance {
 // The declared tolerance of `dtype` (constants justified in contract.cpp).
 Tolerance tolerance_for(DType dtype);
 
+// The spacing of `dtype`'s values at |value| (one ulp): 2^(e - p + 1) for |value| in [2^e, 2^(e+1))
+// with p = 24 (float32), 11 (float16), 8 (bfloat16) significand bits, and the subnormal spacing
+// below the smallest normal (2^-149, 2^-24, 2^-133). For a non-finite value: the largest normal
+// binade's spacing. The unit in which the correctness gate reports an error.
+double output_ulp(DType dtype, double value);
+
 // One benchmark shape: x is [rows, h] contiguous of `dtype`, weight [h].
 struct BenchShape {
   std::int64_t rows = 0;

@@ -5,11 +5,12 @@
 
 #include <algorithm>
 #include <cctype>
-#include <regex>
 #include <set>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
+
+#include "kernels/json_read.h"
 
 namespace kloop::rmsnorm {
 namespace {
@@ -133,65 +134,9 @@ bool is_c_identifier(const std::string& s) {
   });
 }
 
-// Replaces // and /* */ comments with spaces (string literals are left alone), so commented-out
-// definitions do not count as entry points.
-std::string strip_comments(std::string_view src) {
-  std::string out(src);
-  std::size_t i = 0;
-  while (i < out.size()) {
-    if (out[i] == '"') { // skip string literal
-      for (++i; i < out.size() && out[i] != '"' && out[i] != '\n'; ++i)
-        if (out[i] == '\\') ++i;
-      ++i;
-    } else if (out.compare(i, 2, "//") == 0) {
-      while (i < out.size() && out[i] != '\n')
-        out[i++] = ' ';
-    } else if (out.compare(i, 2, "/*") == 0) {
-      std::size_t end = out.find("*/", i + 2);
-      end = end == std::string::npos ? out.size() : end + 2;
-      for (; i < end; ++i)
-        if (out[i] != '\n') out[i] = ' ';
-    } else {
-      ++i;
-    }
-  }
-  return out;
-}
-
 } // namespace
 
-bool source_defines_entry_point(std::string_view kernel_source, const std::string& name) {
-  const std::string src = strip_comments(kernel_source);
-  static const std::regex kPrefix(R"re(extern\s*"C"[\s\S]*\b__global__\b[\s\S]*\bvoid\b)re");
-  static const std::regex kVoidLast(R"(\bvoid\s*(__launch_bounds__\s*\([^()]*\)\s*)?$)");
-  std::size_t pos = 0;
-  while ((pos = src.find(name, pos)) != std::string::npos) {
-    const std::size_t end = pos + name.size();
-    const bool word_start = pos == 0 || !(std::isalnum(static_cast<unsigned char>(src[pos - 1])) ||
-                                          src[pos - 1] == '_');
-    std::size_t k = end;
-    while (k < src.size() && std::isspace(static_cast<unsigned char>(src[k])))
-      ++k;
-    const bool call = k < src.size() && src[k] == '(';
-    const bool word_end = end >= src.size() ||
-                          !(std::isalnum(static_cast<unsigned char>(src[end])) || src[end] == '_');
-    if (word_start && word_end && call) {
-      // Declaration prefix: back to the previous ';', '{' or '}' (at most 512 characters).
-      std::size_t begin = pos;
-      while (begin > 0 && pos - begin < 512 && src[begin - 1] != ';' && src[begin - 1] != '{' &&
-             src[begin - 1] != '}')
-        --begin;
-      std::string prefix = src.substr(begin, pos - begin);
-      while (!prefix.empty() && std::isspace(static_cast<unsigned char>(prefix.back())))
-        prefix.pop_back();
-      if (std::regex_search(prefix, kPrefix) && std::regex_search(prefix, kVoidLast)) return true;
-    }
-    pos = end;
-  }
-  return false;
-}
-
-ManifestParse parse_manifest(std::string_view manifest_text, std::string_view kernel_source) {
+ManifestParse parse_manifest(std::string_view manifest_text) {
   ManifestParse out;
   Checker c;
   if (manifest_text.size() > kMaxManifestBytes) {
@@ -200,16 +145,25 @@ ManifestParse parse_manifest(std::string_view manifest_text, std::string_view ke
     out.errors = std::move(c.errors);
     return out;
   }
-  json doc;
-  try {
-    doc = json::parse(manifest_text);
-  } catch (const json::parse_error& e) {
-    c.fail("manifest.json", fmt::format("manifest.json is not valid JSON ({}); send one JSON "
-                                        "object with the contract's keys",
-                                        e.what()));
+  // read_json, not json::parse: a number beyond double range ("1e999") is a failed field, named,
+  // never an out_of_range exception.
+  JsonRead read = read_json(manifest_text);
+  if (read.number_overflow) {
+    const std::string field = read.path.empty() ? "manifest.json" : read.path;
+    c.fail(field, fmt::format("'{}' holds a number outside the range of a double (JSON number "
+                              "overflow); write the value the contract asks for",
+                              field));
     out.errors = std::move(c.errors);
     return out;
   }
+  if (!read.value) {
+    c.fail("manifest.json", fmt::format("manifest.json is not valid JSON ({}); send one JSON "
+                                        "object with the contract's keys",
+                                        read.error));
+    out.errors = std::move(c.errors);
+    return out;
+  }
+  json doc = std::move(*read.value);
   if (!doc.is_object()) {
     c.fail("manifest.json",
            "manifest.json must be a JSON object, got " + std::string(doc.type_name()));
@@ -249,12 +203,6 @@ ManifestParse parse_manifest(std::string_view manifest_text, std::string_view ke
         c.fail(path, fmt::format("'{}' = \"{}\" is used for two dtypes; each dtype needs its own "
                                  "extern \"C\" entry point",
                                  path, name));
-        continue;
-      }
-      if (!source_defines_entry_point(kernel_source, name)) {
-        c.fail(path, fmt::format("'{}' = \"{}\" is not defined in kernel.cu; expected "
-                                 "'extern \"C\" __global__ void {}(...)'",
-                                 path, name, name));
         continue;
       }
       m.entry_points[*dtype] = name;

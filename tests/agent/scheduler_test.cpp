@@ -157,7 +157,7 @@ protected:
       std::this_thread::sleep_for(script.host);
       evaluator::HostStages h;
       h.evaluation.origin_ms = origin_ms;
-      h.evaluation.manifest = rmsnorm::parse_manifest(c.manifest_text, c.source).manifest;
+      h.evaluation.manifest = rmsnorm::parse_manifest(c.manifest_text).manifest;
       evaluator::BuildResult b;
       b.cubin = "\x7f"
                 "ELF fake";

@@ -20,88 +20,29 @@
 
 #include "evaluator/subprocess.h"
 #include "store/store.h"
+#include "tests/e2e/e2e_support.h"
 #include "tests/support/device_probe.h"
 #include "tests/support/test_files.h"
 
 namespace fs = std::filesystem;
+using kloop::e2e::fresh_dir;
+using kloop::e2e::good_manifest;
+using kloop::e2e::good_source;
+using kloop::e2e::kKloop;
+using kloop::e2e::kloop_run;
+using kloop::e2e::read_file;
+using kloop::e2e::reply_with;
+using kloop::test_support::TempDir;
 using nlohmann::json;
 
 namespace {
 
-const std::string kKloop = std::string(KLOOP_BINARY_DIR) + "/bin/kloop";
-
-using kloop::test_support::read_file;
-using kloop::test_support::TempDir;
-
-kloop::evaluator::ToolCall kloop_run(const std::vector<std::string>& args, int deadline_s = 240) {
-  std::vector<std::string> argv{kKloop};
-  argv.insert(argv.end(), args.begin(), args.end());
-  kloop::evaluator::SubprocessOptions o;
-  o.deadline = std::chrono::seconds(deadline_s);
-  o.env = {{"PATH", "/usr/bin:/bin"}, {"HOME", "/tmp"}};
-  return kloop::evaluator::run_subprocess(argv, o);
-}
-
-// A model reply with the given kernel source and manifest.
-std::string reply_with(const std::string& cu, const std::string& manifest) {
-  return "Here is the kernel.\n\n```cuda\n" + cu + "\n```\n\n```json\n" + manifest + "\n```\n";
-}
-
-std::string good_source() {
-  return read_file(fs::path(KLOOP_SOURCE_DIR) / "tests/evaluator/fixtures/good/kernel.cu");
-}
-std::string good_manifest() {
-  return read_file(fs::path(KLOOP_SOURCE_DIR) / "tests/evaluator/fixtures/good/manifest.json");
-}
-
-// An OpenAI-compatible chat completions server on 127.0.0.1 serving canned replies in order and
-// recording every request body. delay_ms[i] delays reply i.
-class FakeOpenAi {
+// The loopback server of tests/e2e/e2e_support.h serving these reply texts.
+class FakeOpenAi : public kloop::e2e::FakeOpenAi {
 public:
-  FakeOpenAi(std::vector<std::string> replies, std::vector<int> delay_ms = {})
-      : replies_(std::move(replies)), delays_(std::move(delay_ms)) {
-    server_.Post("/v1/chat/completions", [this](const httplib::Request& req,
-                                                httplib::Response& res) {
-      std::size_t index;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        index = bodies_.size();
-        bodies_.push_back(req.body);
-      }
-      if (index < delays_.size() && delays_[index] > 0)
-        std::this_thread::sleep_for(std::chrono::milliseconds(delays_[index]));
-      const std::string text = replies_[std::min(index, replies_.size() - 1)];
-      json body = {
-          {"id", "x"},
-          {"object", "chat.completion"},
-          {"choices",
-           {{{"index", 0},
-             {"message", {{"role", "assistant"}, {"content", text}}},
-             {"finish_reason", "stop"}}}},
-          {"usage", {{"prompt_tokens", 100}, {"completion_tokens", 50}, {"total_tokens", 150}}}};
-      res.set_content(body.dump(), "application/json");
-    });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-  }
-  ~FakeOpenAi() {
-    server_.stop();
-    thread_.join();
-  }
-  std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
-  std::vector<std::string> bodies() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return bodies_;
-  }
-
-private:
-  std::vector<std::string> replies_;
-  std::vector<int> delays_;
-  httplib::Server server_;
-  std::thread thread_;
-  int port_ = 0;
-  std::mutex mu_;
-  std::vector<std::string> bodies_;
+  explicit FakeOpenAi(const std::vector<std::string>& replies, std::vector<int> delay_ms = {})
+      : kloop::e2e::FakeOpenAi(kloop::e2e::completions(replies), std::move(delay_ms)) {}
+  std::vector<std::string> bodies() { return requests(); }
 };
 
 // The CPU-only expectations apply where the GPU probe gives a clear no-device answer; where it
@@ -374,7 +315,7 @@ TEST(OptimizeE2E, CtrlCEndsInterruptedAndResumeContinues) {
   const json r = json::parse(resumed.stdout_text);
   EXPECT_EQ(r["session_id"], 1) << resumed.stderr_text;
   ASSERT_EQ(r["iterations"].size(), 2u) << "iterations 2 and 3 ran after the resume";
-  EXPECT_EQ(r["iterations"][0]["index"], 1);
+  EXPECT_EQ(r["iterations"][0]["iteration"], 2) << "1-based, as the progress lines print it";
   EXPECT_EQ(server.bodies().size(), 4u) << "the resume asked the recorded server";
   auto st = kloop::store::Store::open(store.string(), kloop::store::OpenMode::kReadOnly);
   const auto d = st.load_session(1);

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "evaluator/build.h"
@@ -120,10 +121,13 @@ TEST_F(BuildIntegrationTest, RebuildingTheSameSourceGivesTheSameArtifactHashes) 
 
 TEST_F(BuildIntegrationTest, EachForbiddenConstructIsCaughtByTheStaticGate) {
   const std::map<std::string, std::string> cases = {{"device_counter", "module_state"},
+                                                    {"local_static", "module_state"},
+                                                    {"address_escape", "module_state"},
                                                     {"clock64", "clock"},
                                                     {"globaltimer", "globaltimer"},
                                                     {"malloc", "malloc"},
                                                     {"printf", "printf"},
+                                                    {"assert", "assert"},
                                                     {"trap", "trap"}};
   for (const auto& [file, kind] : cases) {
     auto ev = evaluate(
@@ -167,6 +171,90 @@ TEST_F(BuildIntegrationTest, IncludeEscapesFailWithoutLeakingTheTarget) {
     EXPECT_EQ(everything(ev).find("root:x:0"), std::string::npos) << name;
     EXPECT_TRUE(ev.tool_calls.empty()) << name << ": the compiler must never start";
   }
+}
+
+// A relative include of a host file (which NVRTC, running from "/", would resolve) names no
+// toolkit header: the directive is neutralised, so the file is never opened, and the build fails
+// with the pre-scan's reason where the directive is reached.
+TEST_F(BuildIntegrationTest, RelativeIncludeOfAHostFileIsNeverOpened) {
+  PlantedDir secret("relative");
+  const fs::path target = secret.plant("store/secret.h");
+  const std::string rel = target.string().substr(1); // "tmp/kloop-plant-.../store/secret.h"
+  const std::string good = read_file(kFixtures / "good/kernel.cu");
+  auto ev = evaluate(candidate_from("#include \"" + rel + "\"\n" + good,
+                                    read_file(kFixtures / "good/manifest.json")));
+  const GateResult* b = ev.report.find("build");
+  EXPECT_EQ(b->status, GateStatus::kFail) << ev.report.to_json().dump(2);
+  EXPECT_NE(b->reason.find("line 1: #include"), std::string::npos) << b->reason;
+  EXPECT_NE(b->reason.find("no such CUDA toolkit header"), std::string::npos) << b->reason;
+  EXPECT_EQ(everything(ev).find(kMarker), std::string::npos) << "the planted file was read";
+}
+
+// Q5: a header in a preprocessor branch that is not compiled is no error; the same header in the
+// branch that is compiled fails the build naming the directive and the replacement.
+TEST_F(BuildIntegrationTest, IncludesFollowThePreprocessor) {
+  const std::string good = read_file(kFixtures / "good/kernel.cu");
+  const std::string manifest = read_file(kFixtures / "good/manifest.json");
+  const std::string branches = "#if defined(USE_ROCM) || defined(__HIP_PLATFORM_AMD__)\n"
+                               "#include <hip/hip_runtime.h>\n#include <hipcub/hipcub.hpp>\n"
+                               "#else\n#include <cub/block/block_reduce.cuh>\n#endif\n"
+                               "#if __has_include(<cstdint>)\n#include <cstdint>\n#endif\n";
+  auto ev = evaluate(candidate_from(branches + good, manifest));
+  ASSERT_EQ(ev.report.find("build")->status, GateStatus::kPass) << ev.report.to_json().dump(2);
+  EXPECT_EQ(ev.report.find("static")->status, GateStatus::kPass);
+  EXPECT_EQ(ev.report.find("build")->evidence["neutralised_includes"].size(), 3u);
+
+  ev = evaluate(candidate_from("#include <cuda_fp16.h>\n#include <cstdint>\n" + good, manifest));
+  const GateResult* b = ev.report.find("build");
+  ASSERT_EQ(b->status, GateStatus::kFail) << ev.report.to_json().dump(2);
+  EXPECT_EQ(b->reason.rfind("kernel.cu line 2: #include <cstdint> rejected: ", 0), 0u) << b->reason;
+  EXPECT_NE(b->reason.find("<cuda/std/cstdint>"), std::string::npos) << b->reason;
+
+  ev = evaluate(candidate_from("#include <cub/cub.cuh>\n" + good, manifest));
+  b = ev.report.find("build");
+  ASSERT_EQ(b->status, GateStatus::kFail) << ev.report.to_json().dump(2);
+  EXPECT_NE(b->reason.find("<cub/block/block_reduce.cuh>"), std::string::npos) << b->reason;
+}
+
+// Q1/Q2/Q4 on NVRTC's real output: entries from a macro in an extern "C" block; static constexpr
+// members, a __device__ const table, a __constant__ scalar and libcu++'s numeric_limits are
+// read-only module data; a template kernel the manifest does not name is listed, never an error.
+TEST_F(BuildIntegrationTest, ReadOnlyModuleDataAndUnlistedKernelsPass) {
+  auto ev = evaluate(candidate_from(read_file(kFixtures / "readonly/kernel.cu"),
+                                    read_file(kFixtures / "readonly/manifest.json")));
+  ASSERT_EQ(ev.report.find("build")->status, GateStatus::kPass) << ev.report.to_json().dump(2);
+  const GateResult* st = ev.report.find("static");
+  ASSERT_EQ(st->status, GateStatus::kPass) << st->reason;
+  EXPECT_EQ(st->evidence["unlisted_entries"], nlohmann::json::array({"_Z13helper_kernelIfEvPT_"}));
+  EXPECT_NE(st->reason.find("never launched: _Z13helper_kernelIfEvPT_"), std::string::npos)
+      << st->reason;
+  std::set<std::string> read_only;
+  for (const auto& u : st->evidence["module_data"]) {
+    EXPECT_FALSE(u["writable"].get<bool>()) << u.dump();
+    read_only.insert(u["name"].get<std::string>());
+  }
+  for (auto name : {"kTable", "_ZN6TraitsIfE6kWidthE", "_ZN6TraitsI6__halfE6kWidthE"})
+    EXPECT_TRUE(read_only.contains(name)) << name;
+  EXPECT_EQ(ev.report.verdict, Verdict::kPendingDeviceValidation);
+}
+
+// The manifest may name an entry the module lacks: the contract gate cannot know (the source text
+// is not the module), the static gate rejects it and names the kernels the module has.
+TEST_F(BuildIntegrationTest, MissingEntryIsRejectedByTheStaticGateNamingTheModulesKernels) {
+  std::string m = read_file(kFixtures / "good/manifest.json");
+  const std::string from = R"("float16": "rms_f16")";
+  ASSERT_NE(m.find(from), std::string::npos);
+  m.replace(m.find(from), from.size(), R"("float16": "rms_half")");
+  auto ev = evaluate(candidate_from(read_file(kFixtures / "good/kernel.cu"), m));
+  EXPECT_EQ(ev.report.find("contract")->status, GateStatus::kPass);
+  EXPECT_EQ(ev.report.find("build")->status, GateStatus::kPass);
+  const GateResult* st = ev.report.find("static");
+  ASSERT_EQ(st->status, GateStatus::kFail);
+  EXPECT_EQ(st->evidence["findings"][0]["kind"], "missing_entry");
+  EXPECT_NE(st->reason.find("entry_points.float16 = \"rms_half\""), std::string::npos)
+      << st->reason;
+  EXPECT_NE(st->reason.find("rms_f32, rms_f16, rms_bf16"), std::string::npos) << st->reason;
+  EXPECT_EQ(ev.report.verdict, Verdict::kReject);
 }
 
 TEST_F(BuildIntegrationTest, SandboxHidesHostFilesEvenWithoutThePrescan) {

@@ -1,5 +1,6 @@
 // CPU-only checks of the build gate's helpers: #include pre-scan, path redaction, diagnostic
-// reduction, ptxas report parsing, PTX checks on canned PTX text, candidate byte checks.
+// reduction, ptxas report parsing, SASS summary, candidate byte checks. The PTX rules are in
+// ptx_rules_test.cpp.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -18,12 +19,44 @@ bool has_toolkit() {
   return std::filesystem::exists(kInc + "/cuda_fp16.h");
 }
 
-TEST(IncludeScanTest, ToolkitHeadersAreAccepted) {
-  if (!has_toolkit()) GTEST_SKIP() << "no CUDA toolkit at /usr/local/cuda";
-  EXPECT_TRUE(scan_includes("#include <cuda_fp16.h>\n#  include \"cuda_bf16.h\"\n", kInc).empty());
+std::vector<int> lines_of(const std::vector<IncludeProblem>& problems) {
+  std::vector<int> lines;
+  for (const auto& p : problems)
+    lines.push_back(p.line);
+  return lines;
 }
 
-TEST(IncludeScanTest, EscapesAreRejectedWithLineNumbers) {
+std::vector<std::string> physical_lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t b = 0;
+  for (std::size_t e; (e = s.find('\n', b)) != std::string::npos; b = e + 1)
+    out.push_back(s.substr(b, e - b));
+  out.push_back(s.substr(b));
+  return out;
+}
+
+TEST(IncludeScanTest, ToolkitHeadersAreAccepted) {
+  if (!has_toolkit()) GTEST_SKIP() << "no CUDA toolkit at /usr/local/cuda";
+  const std::string src = "#include <cuda_fp16.h>\n#  include \"cuda_bf16.h\"\n";
+  const auto scan = scan_includes(src, kInc);
+  EXPECT_TRUE(scan.rejected.empty());
+  EXPECT_TRUE(scan.neutralised.empty());
+  EXPECT_EQ(scan.source_to_compile, src);
+}
+
+// CUDA 13 keeps cub/, cuda/std/, nv/, cuda/ptx and libcu++ under include/cccl/ (nvcc's -isystem).
+TEST(IncludeScanTest, CcclHeadersAreToolkitHeaders) {
+  if (!has_toolkit()) GTEST_SKIP() << "no CUDA toolkit at /usr/local/cuda";
+  const auto scan = scan_includes("#include <cub/block/block_reduce.cuh>\n"
+                                  "#include <cub/warp/warp_reduce.cuh>\n"
+                                  "#include <cuda/std/limits>\n#include <cuda/ptx>\n"
+                                  "#include <nv/target>\n#include <cooperative_groups/reduce.h>\n",
+                                  kInc);
+  EXPECT_TRUE(scan.rejected.empty()) << scan.rejected.at(0).message;
+  EXPECT_TRUE(scan.neutralised.empty()) << scan.neutralised.at(0).message;
+}
+
+TEST(IncludeScanTest, EscapesAreRejectedAndMissingHeadersNeutralisedWithLineNumbers) {
   const std::string src = "#include <cuda_fp16.h>\n"                       // 1 ok
                           "#include \"/etc/passwd\"\n"                     // 2 absolute
                           "#include \"../holdout/suite.h\"\n"              // 3 ..
@@ -34,15 +67,14 @@ TEST(IncludeScanTest, EscapesAreRejectedWithLineNumbers) {
                           "#inc\\\nlude \"/etc/hosts\"\n"                  // 9 continuation
                           "#if __has_include(\"/etc/passwd\")\n#endif\n"   // 11 __has_include
                           "// #include \"/etc/passwd\" is a comment\n";
-  auto p = scan_includes(src, kInc);
-  std::vector<int> lines;
-  for (const auto& x : p)
-    lines.push_back(x.line);
-  const std::vector<int> want = has_toolkit() ? std::vector<int>{2, 3, 4, 5, 7, 8, 9, 11}
-                                              : std::vector<int>{1, 2, 3, 4, 5, 7, 8, 9, 11};
-  EXPECT_EQ(lines, want);
-  EXPECT_NE(p.at(has_toolkit() ? 0 : 1).message.find("absolute"), std::string::npos);
-  EXPECT_NE(p.at(has_toolkit() ? 1 : 2).message.find("'..'"), std::string::npos);
+  const auto scan = scan_includes(src, kInc);
+  EXPECT_EQ(lines_of(scan.rejected), (std::vector<int>{2, 3, 4, 8, 9, 11}));
+  const std::vector<int> missing =
+      has_toolkit() ? std::vector<int>{5, 7} : std::vector<int>{1, 5, 7};
+  EXPECT_EQ(lines_of(scan.neutralised), missing);
+  EXPECT_NE(scan.rejected.at(0).message.find("absolute"), std::string::npos);
+  EXPECT_NE(scan.rejected.at(1).message.find("'..'"), std::string::npos);
+  EXPECT_NE(scan.neutralised.back().message.find("computed includes"), std::string::npos);
 }
 
 TEST(IncludeScanTest, SymlinkOutOfIncludeDirIsRejected) {
@@ -52,11 +84,70 @@ TEST(IncludeScanTest, SymlinkOutOfIncludeDirIsRejected) {
   std::ofstream(dir / "secret.h") << "x";
   std::filesystem::create_symlink(dir / "secret.h", dir / "inc" / "link.h");
   std::ofstream(dir / "inc" / "ok.h") << "x";
-  auto p = scan_includes("#include <link.h>\n#include <ok.h>\n", (dir / "inc").string());
-  ASSERT_EQ(p.size(), 1u);
-  EXPECT_EQ(p[0].line, 1);
-  EXPECT_NE(p[0].message.find("outside the CUDA include directory"), std::string::npos);
+  const auto scan = scan_includes("#include <link.h>\n#include <ok.h>\n", (dir / "inc").string());
+  ASSERT_EQ(scan.rejected.size(), 1u);
+  EXPECT_EQ(scan.rejected[0].line, 1);
+  EXPECT_NE(scan.rejected[0].message.find("outside the CUDA include directory"), std::string::npos);
+  EXPECT_TRUE(scan.neutralised.empty());
   std::filesystem::remove_all(dir);
+}
+
+// Another vendor's header in an #else branch is the preprocessor's business: the directive
+// becomes an #error on the same line, which fires only if the branch is compiled.
+TEST(IncludeScanTest, NonToolkitHeaderBecomesAnErrorLineInPlace) {
+  const std::string src = "#ifdef USE_ROCM\n#include <hipcub/hipcub.hpp>\n#else\n"
+                          "#include <cuda_fp16.h>\n#endif\n#include \\\n  <rocm/x.h>\nint k;\n";
+  const auto scan = scan_includes(src, kInc);
+  EXPECT_TRUE(scan.rejected.empty());
+  const std::vector<int> want = has_toolkit() ? std::vector<int>{2, 6} : std::vector<int>{2, 4, 6};
+  ASSERT_EQ(lines_of(scan.neutralised), want);
+  EXPECT_EQ(scan.neutralised[0].header, "hipcub/hipcub.hpp");
+  const auto in = physical_lines(src);
+  const auto out = physical_lines(scan.source_to_compile);
+  ASSERT_EQ(out.size(), in.size());
+  const std::string error = "#error " + std::string(kNeutralisedIncludeMarker);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (i == 1 || i == 5) {
+      EXPECT_EQ(out[i], error) << i;
+    } else if (i == 6) {
+      EXPECT_EQ(out[i], "") << "the continuation line of the replaced directive";
+    } else if (i != 3 || has_toolkit()) {
+      EXPECT_EQ(out[i], in[i]) << i;
+    }
+  }
+}
+
+TEST(IncludeScanTest, StandardHeadersNameTheirLibcuxxReplacement) {
+  if (!has_toolkit()) GTEST_SKIP() << "no CUDA toolkit at /usr/local/cuda";
+  const auto scan = scan_includes("#include <cstdint>\n#include <type_traits>\n#include <limits>\n"
+                                  "#include <cmath>\n#include <stdint.h>\n#include <vector>\n",
+                                  kInc);
+  ASSERT_EQ(scan.neutralised.size(), 6u);
+  EXPECT_NE(scan.neutralised[0].message.find("<cuda/std/cstdint>"), std::string::npos);
+  EXPECT_NE(scan.neutralised[1].message.find("<cuda/std/type_traits>"), std::string::npos);
+  EXPECT_NE(scan.neutralised[2].message.find("<cuda/std/limits>"), std::string::npos);
+  EXPECT_NE(scan.neutralised[3].message.find("rsqrtf"), std::string::npos);
+  EXPECT_NE(scan.neutralised[4].message.find("<cuda/std/cstdint>"), std::string::npos);
+  EXPECT_NE(scan.neutralised[5].message.find("no such CUDA toolkit header"), std::string::npos);
+}
+
+TEST(IncludeScanTest, HeadersNvrtcCannotCompileNameWhatToUse) {
+  if (!has_toolkit()) GTEST_SKIP() << "no CUDA toolkit at /usr/local/cuda";
+  const auto scan =
+      scan_includes("#include <cub/cub.cuh>\n#include <cub/device/device_reduce.cuh>\n"
+                    "#include <thrust/complex.h>\n#include <cuda.h>\n",
+                    kInc);
+  ASSERT_EQ(scan.neutralised.size(), 4u);
+  EXPECT_NE(scan.neutralised[0].message.find("<cub/block/block_reduce.cuh>"), std::string::npos);
+  EXPECT_NE(scan.neutralised[1].message.find("host code"), std::string::npos);
+  EXPECT_NE(scan.neutralised[2].message.find("thrust"), std::string::npos);
+  EXPECT_NE(scan.neutralised[3].message.find("driver API"), std::string::npos);
+}
+
+TEST(IncludeScanTest, HasIncludeOfAMissingHeaderEvaluatesToZero) {
+  const auto scan = scan_includes("#if __has_include(<hip/hip_runtime.h>) && X\n#endif\n", kInc);
+  EXPECT_TRUE(scan.rejected.empty());
+  EXPECT_EQ(scan.source_to_compile, "#if 0 && X\n#endif\n");
 }
 
 TEST(RedactTest, KnownPrefixesAndOtherAbsolutePathsAreReplaced) {
@@ -101,74 +192,6 @@ TEST(PtxasReportTest, ParsesResourcesPerEntry) {
   EXPECT_EQ(f.spill_store_bytes, 8);
   EXPECT_EQ(f.spill_load_bytes, 4);
   EXPECT_EQ(f.smem_bytes, 132);
-}
-
-rmsnorm::Manifest f32_manifest() {
-  rmsnorm::Manifest m;
-  m.entry_points[DType::kFloat32] = "rms_f32";
-  return m;
-}
-
-const std::string kGoodEntry = ".visible .entry rms_f32(\n"
-                               "\t.param .u64 .ptr .global .align 4 rms_f32_param_0,\n"
-                               "\t.param .u64 rms_f32_param_1,\n\t.param .u64 rms_f32_param_2,\n"
-                               "\t.param .u64 rms_f32_param_3,\n\t.param .u32 rms_f32_param_4,\n"
-                               "\t.param .u64 rms_f32_param_5,\n\t.param .u64 rms_f32_param_6,\n"
-                               "\t.param .f32 rms_f32_param_7\n)\n{\n";
-
-std::vector<std::string> kinds(const std::vector<PtxFinding>& f) {
-  std::vector<std::string> k;
-  for (const auto& x : f)
-    k.push_back(x.kind);
-  return k;
-}
-
-TEST(PtxCheckTest, CleanModulePasses) {
-  const std::string ptx = ".version 9.0\n.target sm_90\n"
-                          ".shared .align 4 .b8 smem[128];\n"
-                          ".const .align 4 .u32 table[4] = {1, 2, 3, 4};\n" +
-                          kGoodEntry + "\tld.global.f32 %f1, [%rd1];\n\tret;\n}\n";
-  EXPECT_TRUE(check_ptx(ptx, f32_manifest()).empty());
-}
-
-TEST(PtxCheckTest, EachForbiddenConstructIsNamedWithItsLine) {
-  const std::string ptx = ".version 9.0\n"                                                    // 1
-                          ".global .align 4 .u32 counter;\n"                                  // 2
-                          ".extern .func (.param .b32 func_retval0) vprintf(\n"               // 3
-                          ".param .b64 a, .param .b64 b);\n"                                  // 4
-                          ".extern .func (.param .b64 func_retval0) malloc(.param .b64 s);\n" // 5
-                          + kGoodEntry +                            // 6..16
-                          "\tmov.u64 %rd1, %clock64;\n"             // 17
-                          "\tmov.u64 %rd2, %globaltimer;\n"         // 18
-                          "\tcall.uni (retval0), free, (param0);\n" // 19
-                          "\t@%p1 trap;\n"                          // 20
-                          "\tbrkpt;\n"                              // 21
-                          "\tret;\n}\n";
-  auto f = check_ptx(ptx, f32_manifest());
-  std::vector<std::string> want = {"module_state", "printf", "malloc", "clock",
-                                   "globaltimer",  "free",   "trap",   "brkpt"};
-  EXPECT_EQ(kinds(f), want);
-  std::vector<int> lines;
-  for (const auto& x : f)
-    lines.push_back(x.line);
-  EXPECT_EQ(lines, (std::vector<int>{2, 3, 5, 17, 18, 19, 20, 21}));
-  EXPECT_NE(f[0].message.find("PTX line 2"), std::string::npos);
-  EXPECT_NE(f[0].message.find("counter"), std::string::npos);
-}
-
-TEST(PtxCheckTest, WrongSignatureAndMissingEntryAreFailures) {
-  auto m = f32_manifest();
-  m.entry_points[DType::kFloat16] = "rms_f16";
-  const std::string ptx =
-      ".visible .entry rms_f32(\n\t.param .u64 p0,\n\t.param .u64 p1\n)\n{\n}\n";
-  auto f = check_ptx(ptx, m);
-  EXPECT_EQ(kinds(f), (std::vector<std::string>{"signature", "missing_entry"}));
-  EXPECT_EQ(f[0].line, 1);
-}
-
-TEST(PtxCheckTest, FunctionLocalGlobalAccessIsNotModuleState) {
-  const std::string ptx = kGoodEntry + "\tst.global.f32 [%rd1], %f1;\n\tret;\n}\n";
-  EXPECT_TRUE(check_ptx(ptx, f32_manifest()).empty());
 }
 
 TEST(SassSummaryTest, CountsLocalTrafficAndWidestAccess) {

@@ -55,8 +55,7 @@ using test_support::read_file;
 TEST(SandboxVariantsTest, UnshareAndNoSandboxBuildsAreRecorded) {
   if (!std::filesystem::exists("/usr/local/cuda/include/cuda_fp16.h")) GTEST_SKIP() << "no CUDA";
   const auto dir = std::filesystem::path(KLOOP_SOURCE_DIR) / "tests/evaluator/fixtures/good";
-  auto parsed =
-      rmsnorm::parse_manifest(read_file(dir / "manifest.json"), read_file(dir / "kernel.cu"));
+  auto parsed = rmsnorm::parse_manifest(read_file(dir / "manifest.json"));
   ASSERT_TRUE(parsed.manifest);
   std::vector<std::pair<SandboxRequest, std::string>> kinds = {
       {SandboxRequest::kNoSandbox, "none"}};

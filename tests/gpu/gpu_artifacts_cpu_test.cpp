@@ -48,7 +48,7 @@ TreeCandidate load(const std::string& rel) {
 }
 
 rmsnorm::Manifest manifest_of(const TreeCandidate& c) {
-  const auto mp = rmsnorm::parse_manifest(c.manifest_text, c.source);
+  const auto mp = rmsnorm::parse_manifest(c.manifest_text);
   if (!mp.manifest) throw std::runtime_error(c.name + ": " + mp.errors.front().message);
   return *mp.manifest;
 }

@@ -35,7 +35,7 @@ TEST_P(GpuCorpusTest, EntryGetsItsExpectedVerdictAtItsGate) {
       c.expect.value("pending", false) ||
       (want_gate != "contract" && want_gate != "static" && want_gate != "correctness");
 
-  const rmsnorm::ManifestParse mp = rmsnorm::parse_manifest(c.manifest_text, c.source);
+  const rmsnorm::ManifestParse mp = rmsnorm::parse_manifest(c.manifest_text);
   if (!mp.manifest) {
     EXPECT_EQ(want_gate, "contract") << mp.errors.front().message;
     EXPECT_FALSE(want_pass);

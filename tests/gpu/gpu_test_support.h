@@ -27,7 +27,10 @@ struct TreeCandidate {
   nlohmann::json expect; // expect.json (corpus only)
 };
 
-inline TreeCandidate load_candidate(const std::filesystem::path& dir) {
+// `bin_prefix`: the folder of the built cubins below KLOOP_CORPUS_BIN ("precision/" for the
+// precision corpus, empty for the defect corpus and the baseline).
+inline TreeCandidate load_candidate(const std::filesystem::path& dir,
+                                    const std::string& bin_prefix = "") {
   TreeCandidate c;
   c.name = dir.filename().string();
   c.source = read_file(dir / "kernel.cu");
@@ -35,7 +38,8 @@ inline TreeCandidate load_candidate(const std::filesystem::path& dir) {
   // The device script carries the cubins in .device-bundle/corpus and points KLOOP_CORPUS_BIN
   // there.
   const char* env = std::getenv("KLOOP_CORPUS_BIN");
-  const std::filesystem::path bin = std::filesystem::path(env ? env : KLOOP_CORPUS_BIN) / c.name;
+  const std::filesystem::path bin =
+      std::filesystem::path(env ? env : KLOOP_CORPUS_BIN) / (bin_prefix + c.name);
   c.cubin = read_file(bin / "kernel.cubin");
   c.ptx = read_file(bin / "kernel.ptx");
   if (std::filesystem::exists(dir / "expect.json"))

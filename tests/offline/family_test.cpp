@@ -62,7 +62,7 @@ TEST(OfflineFamily, SafeDefaultIsScalarTwoPassAndGeneral) {
   const Variant& d = all_variants().front();
   EXPECT_EQ(d.vec_bytes, 0);
   EXPECT_EQ(d.cached_vecs, 0);
-  auto parsed = parse_manifest(generate(d).manifest_json, generate(d).kernel_cu);
+  auto parsed = parse_manifest(generate(d).manifest_json);
   ASSERT_TRUE(parsed.manifest) << parsed.errors.front().message;
   EXPECT_EQ(parsed.manifest->dispatch.h_min, 1);
   EXPECT_EQ(parsed.manifest->dispatch.h_max, 65536);
@@ -73,7 +73,7 @@ TEST(OfflineFamily, SafeDefaultIsScalarTwoPassAndGeneral) {
 TEST(OfflineFamily, EveryManifestParsesAndStatesTheVariant) {
   for (const auto& v : all_variants()) {
     const GeneratedCandidate c = generate(v);
-    auto parsed = parse_manifest(c.manifest_json, c.kernel_cu);
+    auto parsed = parse_manifest(c.manifest_json);
     ASSERT_TRUE(parsed.manifest) << c.name << ": " << parsed.errors.front().field << ": "
                                  << parsed.errors.front().message;
     const Manifest& m = *parsed.manifest;

@@ -62,14 +62,15 @@ TEST(StoreCliTest, SessionsShowCompareVerifyAndReceiptRoundTrip) {
   const auto j = nlohmann::json::parse(show.out);
   EXPECT_EQ(j["iterations"].size(), 3u);
   EXPECT_EQ(j["promotion"]["decision"], "promoted");
-  // The text view numbers iterations from 1, as `kloop optimize` prints them ([1/3] .. [3/3]);
-  // the JSON keeps the store's 0-based index.
+  // The text view numbers iterations from 1, as `kloop optimize` prints them ([1/3] .. [3/3]),
+  // and so does the JSON ("iteration"; the store keeps its 0-based idx).
   const Proc text = sh(cli + "show 1 --store " + s);
   ASSERT_EQ(text.rc, 0) << text.out;
   EXPECT_NE(text.out.find("\niteration 1 ("), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("\niteration 3 ("), std::string::npos) << text.out;
   EXPECT_EQ(text.out.find("\niteration 0 ("), std::string::npos) << text.out;
-  EXPECT_EQ(j["iterations"][0]["index"], 0);
+  EXPECT_EQ(j["iterations"][0]["iteration"], 1);
+  EXPECT_FALSE(j["iterations"][0].contains("index"));
   const Proc cmp = sh(cli + "compare 1 --json --store " + s);
   ASSERT_EQ(cmp.rc, 0) << cmp.out;
   EXPECT_EQ(nlohmann::json::parse(cmp.out)["groups"][0]["sessions"][0]["iterations_to_first_pass"],

@@ -250,7 +250,7 @@ TEST(TorchExport, RefusesUnpromotedSessionUnlessAllowedAndThenSaysSo) {
   const auto s = write_session(st, store::Decision::kPendingDeviceValidation);
   const auto refused = agent::export_torch_package(st, s.id, t.dir() / "out", {});
   EXPECT_FALSE(refused.ok);
-  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_EQ(refused.exit_code, 2) << "a request the session cannot meet: usage (README)";
   EXPECT_TRUE(has(refused.error, "not promoted")) << refused.error;
   EXPECT_TRUE(has(refused.error, "--allow-unpromoted")) << refused.error;
   EXPECT_FALSE(fs::exists(t.dir() / "out" / "kloop_rmsnorm"));
@@ -604,13 +604,13 @@ TEST(Shadow, RefusesUnpromotedSessionUnlessAllowed) {
   o.inputs = t.dir() / "inputs";
   o.python = "/bin/false";
   const auto r = agent::run_shadow(st, s.id, o);
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2) << "a request the session cannot meet: usage (README)";
   EXPECT_TRUE(has(r.reason, "--allow-unpromoted")) << r.reason;
   o.allow_unpromoted = true;
   EXPECT_EQ(agent::run_shadow(st, s.id, o).status, "not_run");
 }
 
-TEST(ExportCli, BadRolloutFileExitsTwoNamingTheFieldAndUnpromotedExitsOne) {
+TEST(ExportCli, BadRolloutFileAndUnpromotedSessionExitTwoNamingTheCause) {
   TempDir t;
   std::int64_t promoted = 0, pending = 0;
   {
@@ -630,7 +630,7 @@ TEST(ExportCli, BadRolloutFileExitsTwoNamingTheFieldAndUnpromotedExitsOne) {
 
   r = run({kKloop, "export", std::to_string(pending), "--torch", (t.dir() / "o").string(),
            "--store", store_dir});
-  EXPECT_EQ(r.exit_code, 1) << r.stderr_text;
+  EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
   EXPECT_TRUE(has(r.stderr_text, "not promoted")) << r.stderr_text;
 
   r = run({kKloop, "export", std::to_string(promoted), "--torch", (t.dir() / "o").string(),

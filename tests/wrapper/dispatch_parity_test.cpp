@@ -182,9 +182,7 @@ TEST_P(DispatchParityTest, PythonPredicateGivesTheCppRouteAndReason) {
   ASSERT_EQ(::access("/usr/bin/python3", X_OK), 0)
       << "python3 is missing (scripts/bootstrap.sh installs it)";
   const std::string manifest = GetParam();
-  const auto parsed =
-      parse_manifest(manifest, test_support::read_file(fs::path(KLOOP_SOURCE_DIR) /
-                                                       "tests/evaluator/fixtures/good/kernel.cu"));
+  const auto parsed = parse_manifest(manifest);
   ASSERT_TRUE(parsed.manifest) << parsed.errors.front().message;
   const std::vector<Call> calls = calls_on_every_clause();
   const json py = python_decisions(manifest, calls);
