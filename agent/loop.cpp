@@ -64,6 +64,7 @@ ProviderRequest make_request(const prompts::PromptBuilder& prompts, const LoopOp
   ProviderRequest req;
   req.system = prompts.system_prompt();
   req.model = o.model;
+  req.max_tokens = o.max_reply_tokens;
   req.iteration = index;
   req.messages.push_back({"user", prompts.contract_prompt()});
   if (carry.report) {
@@ -89,12 +90,55 @@ std::string shell_word(const std::string& text) {
   return out + "'";
 }
 
-// A report for a reply that did not parse: the format gate failed, nothing else ran.
-PublicReport format_failure_report(const evaluator::GateResult& format_gate) {
-  PublicReport r;
-  r.gates.push_back(format_gate);
-  r.verdict = Verdict::kReject;
-  return r;
+// The command that continues session `id` as it can be run: the operator and the store it lives
+// in (the generator, budget and seed come from the session's record).
+std::string resume_command(const LoopOptions& o, std::int64_t id, const store::Store& store) {
+  return fmt::format("kloop optimize {} --resume {} --store {}", shell_word(o.cli_operator), id,
+                     shell_word(store.dir()));
+}
+
+// One reply through the reply parser and, when it gave a candidate, the public gates (the format
+// gate first). A reply that did not parse has the failed format gate alone.
+struct Evaluated {
+  ParsedReply parsed;
+  evaluator::Candidate candidate;
+  std::optional<evaluator::Evaluation> evaluation;
+  PublicReport report;
+};
+Evaluated evaluate_reply(const ProviderResponse& response, CandidateEvaluator& evaluator) {
+  Evaluated e;
+  e.parsed = parse_reply(response.text,
+                         ReplyContext{response.truncated, response.stop_reason, response.refusal});
+  const auto format_gate = format_gate_result(e.parsed, response.text.size());
+  if (!e.parsed.ok) {
+    e.report.gates.push_back(format_gate);
+    e.report.verdict = Verdict::kReject;
+    return e;
+  }
+  e.candidate.source = e.parsed.kernel_source;
+  e.candidate.manifest_text = e.parsed.manifest_text;
+  e.candidate.source_file_bytes = e.candidate.source.size();
+  e.candidate.manifest_file_bytes = e.candidate.manifest_text.size();
+  e.evaluation = evaluator.evaluate(e.candidate);
+  e.evaluation->report.gates.insert(e.evaluation->report.gates.begin(), format_gate);
+  e.report = e.evaluation->report;
+  return e;
+}
+
+// A failed provider call: recorded in its own step and reported.
+IterationSummary record_provider_failure(Recorder& rec, ProgressSink& progress,
+                                         const store::SessionRecord& session, int index,
+                                         const ProviderRequest& request,
+                                         const ProviderResponse& response, double wall_s) {
+  IterationSummary summary;
+  summary.index = index;
+  summary.verdict = "provider_error";
+  summary.note = std::string(provider_outcome_name(response.outcome)) + ": " + response.error;
+  summary.wall_s = wall_s;
+  rec.provider_failure(session.id, index, request, response, summary.wall_s);
+  progress.line(fmt::format("[{}/{}] provider {} ({:.1f}s)", index + 1, session.budget,
+                            summary.note, summary.wall_s));
+  return summary;
 }
 
 } // namespace
@@ -161,6 +205,7 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
 
   // 2. Iterations.
   bool interrupted = false;
+  bool provider_stopped = false; // a provider failure that the next iteration would repeat
   std::string stop_note;
   for (int index = first_index; index < session.budget; ++index) {
     if (cancel.load()) {
@@ -171,47 +216,39 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
     if (carry.report) provider.observe_public_report(carry.report->to_json());
     const ProviderRequest request = make_request(prompts, options, carry, index);
     ProviderResponse response = provider.complete(request);
-    IterationSummary summary;
-    summary.index = index;
     if (response.outcome == ProviderOutcome::kCancelled || cancel.load()) {
       interrupted = true;
       break;
     }
     if (!response.ok()) {
-      summary.verdict = "provider_error";
-      summary.note = std::string(provider_outcome_name(response.outcome)) + ": " + response.error;
-      summary.wall_s = seconds_since(t_iter);
-      rec.provider_failure(session.id, index, request, response, summary.wall_s);
-      progress.line(fmt::format("[{}/{}] provider {} ({:.1f}s)", index + 1, session.budget,
-                                summary.note, summary.wall_s));
-      result.iterations.push_back(summary);
+      result.iterations.push_back(record_provider_failure(rec, progress, session, index, request,
+                                                          response, seconds_since(t_iter)));
       if (response.outcome == ProviderOutcome::kBudgetExceeded) {
         stop_note = response.error;
         break;
       }
+      if (response.stop_session) { // asking again would fail the same way (issue 22 item 9)
+        stop_note = fmt::format("the provider call of iteration {} would fail the same way if "
+                                "asked again ({}: {}); fix the cause, then continue with {}",
+                                index + 1, provider_outcome_name(response.outcome), response.error,
+                                resume_command(options, session.id, store));
+        provider_stopped = true;
+        break;
+      }
       continue;
     }
-    const ParsedReply parsed = parse_reply(response.text);
-    const auto format_gate = format_gate_result(parsed, response.text.size());
-    std::optional<evaluator::Evaluation> evaluation;
-    evaluator::Candidate candidate;
-    if (parsed.ok) {
-      candidate.source = parsed.kernel_source;
-      candidate.manifest_text = parsed.manifest_text;
-      candidate.source_file_bytes = candidate.source.size();
-      candidate.manifest_file_bytes = candidate.manifest_text.size();
-      evaluation = evaluator.evaluate(candidate);
-      evaluation->report.gates.insert(evaluation->report.gates.begin(), format_gate);
-    }
-    const PublicReport report =
-        evaluation ? evaluation->report : format_failure_report(format_gate);
+    IterationSummary summary;
+    summary.index = index;
+    const Evaluated e = evaluate_reply(response, evaluator);
+    const ParsedReply& parsed = e.parsed;
+    const PublicReport& report = e.report;
     summary.verdict = std::string(evaluator::verdict_name(report.verdict));
     summary.speedup = speedup_of(report);
     summary.wall_s = seconds_since(t_iter);
     for (const auto& g : report.gates)
       summary.gates.emplace_back(g.name, std::string(evaluator::gate_status_name(g.status)));
-    rec.iteration(session.id, index, request, response, candidate, parsed.ok, evaluation, report,
-                  summary.wall_s);
+    rec.iteration(session.id, index, request, response, e.candidate, parsed.ok, e.evaluation,
+                  report, summary.wall_s);
     progress.line(fmt::format(
         "[{}/{}] {} ({:.1f}s){}", index + 1, session.budget, summary.verdict, summary.wall_s,
         summary.speedup ? fmt::format(", speed-up {:.3f}x", *summary.speedup) : std::string()));
@@ -221,15 +258,18 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
     carry = Carry{report, response.text, parsed.ok ? parsed.kernel_source : std::string(), index};
   }
 
-  if (interrupted) {
-    store.finish_session(session.id, store::SessionStatus::kInterrupted, std::nullopt);
-    result.decision = "interrupted";
-    // The command as it can be run: the operator and the store this session lives in (the
-    // generator, budget and seed come from the session's record).
-    result.reason =
-        fmt::format("cancelled (Ctrl-C); committed iterations are kept; continue with "
-                    "kloop optimize {} --resume {} --store {}",
-                    shell_word(options.cli_operator), session.id, shell_word(store.dir()));
+  if (interrupted || provider_stopped) {
+    // Neither is a verdict: the holdout is not spent, what was committed stays, and the session
+    // can be resumed.
+    store.finish_session(session.id,
+                         interrupted ? store::SessionStatus::kInterrupted
+                                     : store::SessionStatus::kFailed,
+                         std::nullopt);
+    result.decision = interrupted ? "interrupted" : "failed";
+    result.reason = interrupted ? "cancelled (Ctrl-C); committed iterations are kept; continue "
+                                  "with " +
+                                      resume_command(options, session.id, store)
+                                : "stopped: " + stop_note;
     result.exit_code = 3;
     progress.line(result.reason);
     return result;

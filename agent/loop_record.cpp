@@ -2,6 +2,9 @@
 
 #include <fmt/core.h>
 
+#include "evaluator/evidence.h"
+#include "store/text_view.h"
+
 namespace kloop::agent {
 namespace {
 
@@ -121,7 +124,8 @@ std::int64_t Recorder::add_exchange(store::Store::Step& step, std::int64_t itera
   p.iteration_id = iteration_id;
   p.role = "full";
   p.blob_sha256 = step.put_blob(full_prompt_text(request));
-  if (response.usage.input_tokens > 0) p.tokens = static_cast<int>(response.usage.input_tokens);
+  if (response.usage.known() && response.usage.input_tokens > 0)
+    p.tokens = static_cast<int>(response.usage.input_tokens);
   step.add_prompt(p);
   store::ResponseRecord r;
   r.iteration_id = iteration_id;
@@ -134,8 +138,10 @@ std::int64_t Recorder::add_exchange(store::Store::Step& step, std::int64_t itera
   if (ex.http_status != 0) r.http_status = static_cast<int>(ex.http_status);
   r.latency_ms = static_cast<double>(ex.latency_ms);
   r.retries = ex.retries;
-  r.prompt_tokens = static_cast<int>(response.usage.input_tokens);
-  r.completion_tokens = static_cast<int>(response.usage.output_tokens);
+  if (response.usage.known()) { // absent or invalid usage is unknown (NULL), never 0 tokens
+    r.prompt_tokens = static_cast<int>(response.usage.input_tokens);
+    r.completion_tokens = static_cast<int>(response.usage.output_tokens);
+  }
   r.error = response.error;
   step.add_response(r);
   // The exchange record itself (request body without the key, headers redacted).
@@ -143,7 +149,9 @@ std::int64_t Recorder::add_exchange(store::Store::Step& step, std::int64_t itera
   a.iteration_id = iteration_id;
   a.kind = ArtifactKind::kLog;
   a.name = "exchange.json";
-  step.add_artifact(a, ex.to_json().dump());
+  // A body that is not valid UTF-8 is recorded with U+FFFD for the bad bytes here (the raw bytes
+  // are in the response blob above).
+  step.add_artifact(a, ex.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   return r.id;
 }
 
@@ -155,7 +163,8 @@ void Recorder::provider_failure(std::int64_t session_id, int index, const Provid
   it.index = index;
   it.wall_ms = wall_s * 1000.0;
   it.notes = {{"provider_outcome", provider_outcome_name(response.outcome)},
-              {"error", response.error},
+              {"error", store::replace_invalid_utf8(response.error)},
+              {"usage", response.usage.to_json()},
               {"prompt_sha256", prompt_sha256(request)}};
   step.add_iteration(it);
   add_exchange(step, it.id, request, response);
@@ -172,7 +181,17 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
   it.index = index;
   it.wall_ms = wall_s * 1000.0;
   it.notes = {{"verdict", evaluator::verdict_name(report.verdict)},
-              {"prompt_sha256", prompt_sha256(request)}};
+              {"prompt_sha256", prompt_sha256(request)},
+              {"usage", response.usage.to_json()}};
+  if (const auto* f = report.find(evaluator::kGateFormat)) { // how the reply was read, and why
+    evaluator::evidence::Problems ignored;
+    const auto format = evaluator::evidence::FormatEvidence::read(f->evidence, ignored);
+    it.notes["reply_outcome"] = format.outcome;
+    it.notes["reply_reason"] = store::replace_invalid_utf8(format.reason);
+    it.notes["stop_reason"] = store::replace_invalid_utf8(response.stop_reason);
+    if (!response.refusal.empty())
+      it.notes["refusal"] = store::replace_invalid_utf8(response.refusal);
+  }
   step.add_iteration(it);
   add_exchange(step, it.id, request, response);
 

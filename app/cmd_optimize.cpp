@@ -41,6 +41,10 @@ struct OptimizeArgs {
   std::int64_t max_tokens = 0;
   double max_cost_usd = 0;
   double worker_timeout_s = 120;
+  double request_timeout_s = 900; // whole provider request
+  double idle_timeout_s = 180;    // no byte of a streamed reply for this long (0: off)
+  bool no_stream = false;
+  int max_reply_tokens = 8192;
   // Which flags were given on the command line: a resume takes the recorded value of each one
   // left out and refuses one that differs from the record.
   bool provider_given = false, model_given = false, base_url_given = false;
@@ -68,6 +72,8 @@ std::vector<agent::ReplayRecord> replay_records(store::Store& st, std::int64_t i
     agent::ReplayRecord r;
     r.iteration = it.iteration.index;
     r.prompt_sha256 = it.iteration.notes.value("prompt_sha256", std::string());
+    r.stop_reason = it.iteration.notes.value("stop_reason", std::string());
+    r.refusal = it.iteration.notes.value("refusal", std::string());
     for (const auto& c : it.candidates)
       for (const auto& a : c.artifacts)
         if (a.name == "reply.txt") r.response_text = st.blob(a.sha256);
@@ -92,7 +98,16 @@ std::unique_ptr<agent::Provider> make_provider(const OptimizeArgs& a, store::Sto
   config.base_url = a.base_url;
   config.api_key_env = a.api_key_env;
   config.model = a.model;
-  auto runtime = agent::default_runtime(budget, &g_cancel);
+  config.request_timeout =
+      std::chrono::milliseconds(static_cast<long long>(a.request_timeout_s * 1000));
+  config.idle_timeout = std::chrono::milliseconds(static_cast<long long>(a.idle_timeout_s * 1000));
+  config.stream = !a.no_stream;
+  // Waiting and retry lines go with the loop's progress (stdout; none with --json).
+  auto runtime = agent::default_runtime(budget, &g_cancel, [quiet = a.json](const std::string& s) {
+    if (quiet) return;
+    std::fputs((s + "\n").c_str(), stdout);
+    std::fflush(stdout);
+  });
   if (a.provider == "openai") {
     if (config.base_url.empty()) config.base_url = agent::kOpenAiDefaultBaseUrl;
     if (config.api_key_env.empty()) config.api_key_env = agent::kOpenAiDefaultKeyEnv;
@@ -244,6 +259,7 @@ int run_optimize(OptimizeArgs a) {
 
   agent::LoopOptions o;
   o.budget = a.budget;
+  o.max_reply_tokens = a.max_reply_tokens;
   o.seed = a.seed;
   o.provider_name = a.provider;
   o.model = a.model;
@@ -352,6 +368,20 @@ void register_optimize(CLI::App& app, int& exit_code) {
   sub->add_option("--worker-timeout", args->worker_timeout_s,
                   "Watchdog deadline per GPU worker batch, seconds")
       ->check(CLI::Range(1.0, 3600.0));
+  sub->add_option("--request-timeout", args->request_timeout_s,
+                  "Provider request deadline, seconds (default 900)")
+      ->check(finite_non_negative_check())
+      ->check(CLI::Range(1.0, 86400.0));
+  sub->add_option("--idle-timeout", args->idle_timeout_s,
+                  "End a streamed provider reply after this many seconds without data (default "
+                  "180; 0: no idle limit)")
+      ->check(finite_non_negative_check())
+      ->check(CLI::Range(0.0, 86400.0));
+  sub->add_flag("--no-stream", args->no_stream,
+                "Ask the provider for one JSON reply instead of a server-sent event stream");
+  sub->add_option("--max-reply-tokens", args->max_reply_tokens,
+                  "Token limit of each provider reply (default 8192)")
+      ->check(CLI::Range(256, 1'000'000));
   sub->callback([=, &exit_code] {
     args->provider_given = provider->count() > 0;
     args->model_given = model->count() > 0;

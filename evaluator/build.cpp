@@ -11,6 +11,8 @@
 
 #include <fmt/core.h>
 
+#include "evaluator/evidence.h"
+
 namespace kloop::evaluator {
 namespace {
 
@@ -86,10 +88,10 @@ BuildResult build_candidate(std::string_view source, const rmsnorm::Manifest& ma
 
   // 1. Pre-scan: nothing outside the toolkit headers ever reaches the compiler.
   if (auto problems = scan_includes(source, inc); !problems.empty()) {
-    nlohmann::json list = nlohmann::json::array();
+    evaluator::evidence::BuildEvidence found;
     for (const auto& p : problems)
-      list.push_back(p.message);
-    evidence["include_problems"] = list;
+      found.include_problems.push_back(p.message);
+    found.write_to(evidence);
     r.gate = gate(GateStatus::kFail, "kernel.cu " + problems.front().message, evidence);
     return r;
   }
@@ -208,7 +210,7 @@ BuildResult build_candidate(std::string_view source, const rmsnorm::Manifest& ma
     const std::string reduced = redact_paths(
         reduce_diagnostics(r.log.find("error") != std::string::npos ? r.log : r.log_ptx),
         r.redactions);
-    evidence["diagnostics"] = reduced;
+    evaluator::evidence::BuildEvidence{{}, reduced}.write_to(evidence);
     const std::string first = reduced.substr(0, reduced.find('\n'));
     r.gate = gate(GateStatus::kFail, "build: NVRTC compile error: " + first, evidence);
   } else {

@@ -1,6 +1,8 @@
 // Correctness on the device through the GPU worker (see device_gates.h).
 #include "evaluator/device_gates.h"
 
+#include "evaluator/evidence.h"
+
 #include "kernels/rmsnorm/cases.h"
 #include "kernels/rmsnorm/contract.h"
 #include "store/hash.h"
@@ -18,13 +20,8 @@ GateResult correctness_gate_from(const GpuRunResult& run) {
   if (run.result.is_object()) {
     for (const char* key : {"device", "path_counts", "evidence", "fault", "kernels"})
       if (run.result.contains(key)) ev[key] = run.result.at(key);
-    if (run.result.contains("suite")) {
-      const nlohmann::json& s = run.result.at("suite");
-      ev["suite"] = {{"pass", s.value("pass", false)},
-                     {"passed", s.value("passed", 0)},
-                     {"failed", s.value("failed", 0)},
-                     {"first_failure", s.value("first_failure", nlohmann::json())}};
-    }
+    if (run.result.contains("suite"))
+      ev["suite"] = evidence::suite_summary_json(run.result["suite"]);
   }
   g.evidence = std::move(ev);
   return g;
@@ -234,24 +231,31 @@ GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
 }
 
 nlohmann::json stalls_from_pcsample(const nlohmann::json& pc) {
-  nlohmann::json out = {{"histogram", pc.value("stall_reasons", nlohmann::json::object())},
-                        {"top_lines", nlohmann::json::array()},
-                        {"sampling_period", pc.value("sampling_period", 0)},
-                        {"total_samples", pc.value("total_samples", 0)},
-                        {"dropped_samples", pc.value("dropped_samples", 0)},
-                        {"status", pc.value("status", std::string("not_run"))},
-                        {"reason", pc.value("reason", std::string())}};
+  if (!pc.is_object()) return evidence::StallEvidence{"failed", "no pcsample result"}.to_json();
+  auto count = [](const nlohmann::json& j, const char* key) -> std::int64_t {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
+  };
+  evidence::StallEvidence out;
+  out.status = pc.value("status", std::string("not_run"));
+  out.reason = pc.value("reason", std::string());
+  out.sampling_period = count(pc, "sampling_period");
+  out.total_samples = count(pc, "total_samples");
+  out.dropped_samples = count(pc, "dropped_samples");
+  if (const auto h = pc.find("stall_reasons"); h != pc.end() && h->is_object())
+    for (const auto& [name, n] : h->items())
+      if (n.is_number_integer()) out.histogram[name] = n.get<std::int64_t>();
   for (const auto& t : pc.value("top_pcs", nlohmann::json::array())) {
-    std::string reason;
-    long best = -1;
-    // Keep the stalls object alive: items() of a temporary would dangle.
-    const nlohmann::json stalls = t.value("stalls", nlohmann::json::object());
-    for (const auto& [name, n] : stalls.items())
-      if (n.is_number() && n.get<long>() > best) best = n.get<long>(), reason = name;
-    out["top_lines"].push_back(
-        {{"line", t.value("line", 0)}, {"reason", reason}, {"samples", t.value("samples", 0)}});
+    if (!t.is_object()) continue;
+    evidence::StallLine line{count(t, "line"), "", count(t, "samples")};
+    std::int64_t best = -1;
+    if (const auto st = t.find("stalls"); st != t.end() && st->is_object())
+      for (const auto& [name, n] : st->items())
+        if (n.is_number_integer() && n.get<std::int64_t>() > best)
+          best = n.get<std::int64_t>(), line.reason = name;
+    out.top_lines.push_back(std::move(line));
   }
-  return out;
+  return out.to_json();
 }
 
 std::vector<GateResult> GpuWorkerGates::run_perf_gates(const BuiltCandidate& built) {
