@@ -141,6 +141,53 @@ IterationSummary record_provider_failure(Recorder& rec, ProgressSink& progress,
   return summary;
 }
 
+// Where the iterations start: a new session (created in the store), or the resumed one with the
+// public state of its last committed iteration.
+struct SessionStart {
+  store::SessionRecord session;
+  int first_index = 0;
+  Carry carry;
+};
+SessionStart start_session(const LoopOptions& options, store::Store& store, Recorder& rec,
+                           ProgressSink& progress) {
+  SessionStart start;
+  if (!options.resume_session) {
+    start.session = new_session(options);
+    store.create_session(start.session);
+    return start;
+  }
+  const auto info = store.resume_session(*options.resume_session);
+  start.session = info.session;
+  start.first_index = info.last_committed_iteration ? *info.last_committed_iteration + 1 : 0;
+  if (auto last = rec.last_public_state(start.session.id)) {
+    start.carry.report = last->report;
+    start.carry.reply = last->reply;
+    start.carry.source = last->source;
+    start.carry.iteration = last->iteration;
+  }
+  progress.line(fmt::format("resuming session {} at iteration {} of {}", start.session.id,
+                            start.first_index + 1, start.session.budget));
+  return start;
+}
+
+// The session's sealed holdout: a new session seals a fresh suite (its commitment is recorded by
+// the caller before the first prompt); a resumed one opens its suite and checks it against the
+// commitment the store recorded when the session began. Throws HoldoutError when there is none.
+holdout::SealedSuite seal_or_open(const LoopOptions& o, store::Store& store,
+                                  std::int64_t session_id) {
+  const std::string label = "session-" + std::to_string(session_id);
+  if (!o.resume_session)
+    return holdout::SealedSuite::create(o.holdout_dir, label, holdout::draw_secret_seed(),
+                                        o.holdout_options);
+  const auto commitments = store.load_session(session_id).holdout_commitments;
+  if (commitments.empty())
+    throw holdout::HoldoutError(fmt::format(
+        "holdout: session {} has no holdout commitment in the store (it stopped before sealing "
+        "finished), so no holdout result of it could be trusted; start a new session",
+        session_id));
+  return holdout::SealedSuite::open(o.holdout_dir, label, commitments.back().commitment_sha256);
+}
+
 } // namespace
 
 bool freezes_before(const FreezeKey& a, const FreezeKey& b) {
@@ -169,39 +216,25 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
   Recorder rec(store);
 
   // 1. Session and the sealed holdout, committed before the first prompt.
-  store::SessionRecord session;
-  int first_index = 0;
-  Carry carry;
-  if (options.resume_session) {
-    const auto info = store.resume_session(*options.resume_session);
-    session = info.session;
-    first_index = info.last_committed_iteration ? *info.last_committed_iteration + 1 : 0;
-    carry = Carry{};
-    if (auto last = rec.last_public_state(session.id)) {
-      carry.report = last->report;
-      carry.reply = last->reply;
-      carry.source = last->source;
-      carry.iteration = last->iteration;
-    }
-    progress.line(fmt::format("resuming session {} at iteration {} of {}", session.id,
-                              first_index + 1, session.budget));
-  } else {
-    session = new_session(options);
-    store.create_session(session);
-  }
+  SessionStart start = start_session(options, store, rec, progress);
+  const store::SessionRecord& session = start.session;
+  const int first_index = start.first_index;
+  Carry& carry = start.carry;
   result.session_id = session.id;
-  const std::string label = "session-" + std::to_string(session.id);
-  holdout::SealedSuite sealed =
-      options.resume_session
-          ? holdout::SealedSuite::open(options.holdout_dir, label)
-          : holdout::SealedSuite::create(options.holdout_dir, label, holdout::draw_secret_seed(),
-                                         options.holdout_options);
-  result.holdout_commitment = sealed.commitment();
-  if (!options.resume_session) rec.holdout_commitment(session.id, sealed.commitment());
+  std::optional<holdout::SealedSuite> sealed;
+  try {
+    sealed = seal_or_open(options, store, session.id);
+  } catch (const holdout::HoldoutError& e) { // no holdout that the store vouches for: no verdict
+    end_session_failed(store, session.id, e.what(), result);
+    progress.line(result.reason);
+    return result;
+  }
+  result.holdout_commitment = sealed->commitment();
+  if (!options.resume_session) rec.holdout_commitment(session.id, sealed->commitment());
   progress.line(fmt::format("session {}: {} via {}{}, budget {}, holdout committed {}", session.id,
                             session.operator_name, session.provider,
                             session.model.empty() ? "" : "/" + session.model, session.budget,
-                            sealed.commitment().substr(0, 16)));
+                            sealed->commitment().substr(0, 16)));
 
   // 2. Iterations.
   bool interrupted = false;
@@ -276,7 +309,8 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
   }
 
   // 3-5. Freeze, holdout, promotion, receipt.
-  finish_session(options, session, sealed, holdout_runner, rec, store, progress, stop_note, result);
+  finish_session(options, session, *sealed, holdout_runner, rec, store, progress, stop_note,
+                 result);
   progress.line(fmt::format("session {} {} in {:.1f}s: {}", session.id, result.decision,
                             seconds_since(t_session), result.reason));
   return result;

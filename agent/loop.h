@@ -95,7 +95,9 @@ struct LoopResult {
 };
 
 // Runs the loop. Cancellation (`cancel` set, e.g. by SIGINT) ends the session `interrupted` after
-// the current step; what was committed stays. Store failures propagate as store::StoreError.
+// the current step; what was committed stays. A sealed holdout the store's commitment does not
+// vouch for (or one already unsealed without a recorded result) ends the session `failed`, exit 3
+// (loop_record.h, end_session_failed). Store failures propagate as store::StoreError.
 LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEvaluator& evaluator,
                     HoldoutRunner& holdout_runner, store::Store& store, ProgressSink& progress,
                     const std::atomic<bool>& cancel);

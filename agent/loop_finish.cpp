@@ -132,124 +132,131 @@ void record_promotion(store::Store& store, std::int64_t session_id,
   step.commit();
 }
 
-} // namespace
-
-void finish_session(const LoopOptions& options, const store::SessionRecord& session,
-                    holdout::SealedSuite& sealed, HoldoutRunner& holdout_runner, Recorder& rec,
-                    store::Store& store, ProgressSink& progress, const std::string& stop_note,
-                    LoopResult& result) {
-  (void)rec;
-  const auto detail = store.load_session(session.id);
-  auto frozen = freeze_best(store, detail);
-  if (!frozen) {
-    bool any_candidate = false;
-    for (const auto& it : detail.iterations)
-      any_candidate |= !it.candidates.empty();
-    if (!any_candidate && !detail.iterations.empty()) { // only provider failures: not a verdict
-      result.decision = "failed";
-      result.reason = "could not finish: no iteration got a reply from the provider: " +
-                      summarise_failures(detail, false);
-      result.exit_code = 3;
-      // No promotion decision: none was taken (no candidate was evaluated, and the store's
-      // decisions are promoted, rejected and pending_device_validation). The session ends
-      // `failed` without a verdict; the provider errors stay on its iterations.
-      store.finish_session(session.id, store::SessionStatus::kFailed, std::nullopt);
-      return;
-    }
-    bool pending = false;
-    for (const auto& it : detail.iterations)
-      for (const auto& c : it.candidates)
-        pending |= c.candidate.verdict == store::VerdictCode::kPendingDeviceValidation;
-    result.decision = pending ? "pending_device_validation" : "rejected";
-    result.reason = (pending ? "no candidate could finish the device gates: "
-                             : "no candidate passed every public gate: ") +
-                    summarise_failures(detail, pending);
-    if (!stop_note.empty()) result.reason += "; stopped early: " + stop_note;
-    result.exit_code = pending ? 3 : 1;
-    record_promotion(store, session.id, std::nullopt,
-                     pending ? store::Decision::kPendingDeviceValidation
-                             : store::Decision::kRejected,
-                     result.reason, nlohmann::json::object());
-    store.finish_session(session.id, store::SessionStatus::kCompleted,
-                         pending ? store::VerdictCode::kPendingDeviceValidation
-                                 : store::VerdictCode::kReject);
+// No candidate passed every public gate: pending (device gates could not run), rejected, or
+// failed (only provider errors).
+void finish_without_candidate(const store::SessionDetail& detail, store::Store& store,
+                              const std::string& stop_note, LoopResult& result) {
+  bool any_candidate = false;
+  for (const auto& it : detail.iterations)
+    any_candidate |= !it.candidates.empty();
+  if (!any_candidate && !detail.iterations.empty()) { // only provider failures: not a verdict
+    result.decision = "failed";
+    result.reason = "could not finish: no iteration got a reply from the provider: " +
+                    summarise_failures(detail, false);
+    result.exit_code = 3;
+    // No promotion decision: none was taken (no candidate was evaluated, and the store's
+    // decisions are promoted, rejected and pending_device_validation). The session ends
+    // `failed` without a verdict; the provider errors stay on its iterations.
+    store.finish_session(detail.session.id, store::SessionStatus::kFailed, std::nullopt);
     return;
   }
+  bool pending = false;
+  for (const auto& it : detail.iterations)
+    for (const auto& c : it.candidates)
+      pending |= c.candidate.verdict == store::VerdictCode::kPendingDeviceValidation;
+  result.decision = pending ? "pending_device_validation" : "rejected";
+  result.reason = (pending ? "no candidate could finish the device gates: "
+                           : "no candidate passed every public gate: ") +
+                  summarise_failures(detail, pending);
+  if (!stop_note.empty()) result.reason += "; stopped early: " + stop_note;
+  result.exit_code = pending ? 3 : 1;
+  record_promotion(store, detail.session.id, std::nullopt,
+                   pending ? store::Decision::kPendingDeviceValidation : store::Decision::kRejected,
+                   result.reason, nlohmann::json::object());
+  store.finish_session(detail.session.id, store::SessionStatus::kCompleted,
+                       pending ? store::VerdictCode::kPendingDeviceValidation
+                               : store::VerdictCode::kReject);
+}
 
-  // Freeze, then the one holdout run in a fresh worker; the suite retires before it runs.
-  result.frozen_iteration = frozen->iteration;
-  progress.line(fmt::format(
-      "frozen: iteration {} (speed-up {}), running the sealed holdout once", frozen->iteration + 1,
-      frozen->detail->candidate.speedup ? fmt::format("{:.3f}x", *frozen->detail->candidate.speedup)
-                                        : std::string("n/a")));
+// The holdout answer for the frozen candidate and whether it verified against the commitment the
+// store recorded when the session began.
+struct HoldoutAnswer {
+  holdout::HoldoutResult result;
+  bool commitment_ok = false;
+};
+
+// The one holdout run: unseal (the suite retires first and is checked against the store's
+// commitment), run in a fresh worker, reveal the seed, verify, record. Throws HoldoutError when
+// the suite cannot be unsealed (retired already, or altered).
+HoldoutAnswer run_holdout_once(const store::SessionDetail& detail, const Frozen& frozen,
+                               holdout::SealedSuite& sealed, HoldoutRunner& holdout_runner,
+                               store::Store& store) {
+  const std::string& recorded = detail.holdout_commitments.back().commitment_sha256;
   const auto suite = sealed.unseal_for_run();
-  holdout::HoldoutResult hr =
-      holdout_runner.run(frozen->candidate, frozen->manifest, frozen->cubin, suite);
-  hr.commitment = sealed.commitment();
-  hr.revealed_seed = sealed.reveal_seed();
-  const bool commitment_ok =
-      holdout::verify_commitment(sealed.commitment(), hr.revealed_seed, options.holdout_options);
-  {
-    auto step = store.begin_step();
-    store::HoldoutRunRecord r;
-    r.commitment_id = detail.holdout_commitments.empty() ? 0 : detail.holdout_commitments.back().id;
-    r.candidate_id = frozen->detail->candidate.id;
-    r.status = static_cast<store::GateCode>(hr.status);
-    r.result = hr.to_json();
-    r.result["commitment_verified"] = commitment_ok;
-    r.report_sha256 = step.put_blob(hr.detail.dump());
-    r.retired = true;
-    step.add_holdout_run(r);
-    step.commit();
-  }
-  result.holdout = hr;
-  progress.line(fmt::format("holdout: {} ({} passed, {} failed){}; commitment {}",
-                            evaluator::gate_status_name(hr.status), hr.passed, hr.failed,
-                            hr.reason.empty() ? "" : " " + hr.reason,
-                            commitment_ok ? "verified" : "MISMATCH"));
+  HoldoutAnswer a;
+  a.result = holdout_runner.run(frozen.candidate, frozen.manifest, frozen.cubin, suite);
+  a.result.commitment = recorded;
+  a.result.revealed_seed = sealed.reveal_seed();
+  a.commitment_ok = holdout::verify_commitment(recorded, a.result.revealed_seed, sealed.options());
+  auto step = store.begin_step();
+  store::HoldoutRunRecord r;
+  r.commitment_id = detail.holdout_commitments.back().id;
+  r.candidate_id = frozen.detail->candidate.id;
+  r.status = static_cast<store::GateCode>(a.result.status);
+  r.result = a.result.to_json();
+  r.result["commitment_verified"] = a.commitment_ok;
+  r.report_sha256 = step.put_blob(a.result.detail.dump());
+  r.retired = true;
+  step.add_holdout_run(r);
+  step.commit();
+  return a;
+}
 
-  // Promotion: every hard gate passed (public verdict pass), the holdout passed, and the speed-up
-  // clears the A/A noise floor.
-  std::string why;
-  store::Decision decision = store::Decision::kRejected;
+// The holdout run an earlier process of this session recorded (it stopped after the run, before
+// the decision): the holdout never runs twice, so a resume decides from this record.
+std::optional<HoldoutAnswer> recorded_holdout(const store::SessionDetail& detail,
+                                              const Frozen& frozen) {
+  if (detail.holdout_runs.empty()) return std::nullopt;
+  const store::HoldoutRunRecord& run = detail.holdout_runs.back();
+  if (run.candidate_id != frozen.detail->candidate.id)
+    throw holdout::HoldoutError(fmt::format(
+        "the recorded holdout run answered candidate {}, but the freeze picks candidate {}",
+        run.candidate_id, frozen.detail->candidate.id));
+  HoldoutAnswer a;
+  a.result = holdout::HoldoutResult::from_json(run.result);
+  const auto verified = run.result.find("commitment_verified");
+  a.commitment_ok = verified != run.result.end() && verified->is_boolean() && verified->get<bool>();
+  return a;
+}
+
+// Promotion: every hard gate passed (public verdict pass), the holdout passed against the store's
+// commitment, and the speed-up clears the A/A noise floor. nullopt: no decision (the evidence is
+// void; the session fails).
+std::optional<store::Decision> decide_promotion(const HoldoutAnswer& a, const PublicReport& report,
+                                                std::string& why) {
+  const holdout::HoldoutResult& hr = a.result;
+  if (!a.commitment_ok) {
+    why = "the revealed holdout suite does not match the commitment the store recorded when the "
+          "session began; its result is void";
+    return std::nullopt;
+  }
   if (hr.status == GateStatus::kNotRun || hr.status == GateStatus::kInfraError) {
-    decision = store::Decision::kPendingDeviceValidation;
     why = "holdout could not run: " + hr.reason;
-  } else if (hr.status != GateStatus::kPass) {
-    why = "holdout failed: " + hr.reason;
-  } else if (!commitment_ok) {
-    why = "holdout commitment does not match the revealed suite";
-  } else if (!clears_noise_floor(frozen->report)) {
-    why = "the speed-up over the baseline does not clear the A/A noise floor";
-  } else {
-    decision = store::Decision::kPromoted;
-    why = "every hard gate passed, the holdout passed and the speed-up clears the noise floor";
+    return store::Decision::kPendingDeviceValidation;
   }
-  nlohmann::json evidence = {{"dispatch", rmsnorm::dispatch_predicate_text(frozen->manifest)},
-                             {"rollout", nullptr}};
-  record_promotion(store, session.id, frozen->detail->candidate.id, decision, why, evidence);
-  result.reason = why;
-  result.decision = decision == store::Decision::kPromoted   ? "promoted"
-                    : decision == store::Decision::kRejected ? "rejected"
-                                                             : "pending_device_validation";
-  result.exit_code = decision == store::Decision::kPromoted   ? 0
-                     : decision == store::Decision::kRejected ? 1
-                                                              : 3;
-  store.finish_session(session.id, store::SessionStatus::kCompleted,
-                       decision == store::Decision::kPromoted ? store::VerdictCode::kPass
-                       : decision == store::Decision::kRejected
-                           ? store::VerdictCode::kReject
-                           : store::VerdictCode::kPendingDeviceValidation);
-  if (decision != store::Decision::kPromoted) return;
+  if (hr.status != GateStatus::kPass) {
+    why = "holdout failed: " + hr.reason;
+    return store::Decision::kRejected;
+  }
+  if (!clears_noise_floor(report)) {
+    why = "the speed-up over the baseline does not clear the A/A noise floor";
+    return store::Decision::kRejected;
+  }
+  why = "every hard gate passed, the holdout passed and the speed-up clears the noise floor";
+  return store::Decision::kPromoted;
+}
 
-  // Receipt and export of the promoted artifact.
-  const auto final_detail = store.load_session(session.id);
+// Receipt (signed when a key is configured) and export of the promoted artifact.
+void write_receipt_and_export(const LoopOptions& options, std::int64_t session_id,
+                              const Frozen& frozen, store::Store& store, ProgressSink& progress,
+                              LoopResult& result) {
+  const auto final_detail = store.load_session(session_id);
   nlohmann::json receipt;
   std::string receipt_note;
   if (options.signing_key_file) {
     try {
       const auto key = store::read_secret_key(*options.signing_key_file);
-      receipt = store::sign_session_receipt(store, session.id, key, "kloop optimize");
+      receipt = store::sign_session_receipt(store, session_id, key, "kloop optimize");
     } catch (const store::StoreError& e) {
       receipt_note = std::string("receipt left unsigned: ") + e.what();
     }
@@ -261,16 +268,87 @@ void finish_session(const LoopOptions& options, const store::SessionRecord& sess
                {"approval", {{"canonical_payload_sha256", nullptr}, {"signature", nullptr}}}};
     if (receipt_note.empty()) receipt_note = "receipt unsigned (no signing key configured)";
   }
-  const auto dir = options.export_dir / ("session-" + std::to_string(session.id));
+  const auto dir = options.export_dir / ("session-" + std::to_string(session_id));
   std::filesystem::create_directories(dir);
-  write_file(dir / "kernel.cubin", frozen->cubin);
-  write_file(dir / "kernel.cu", frozen->candidate.source);
-  write_file(dir / "manifest.json", frozen->candidate.manifest_text);
-  write_file(dir / "dispatch.txt", rmsnorm::dispatch_predicate_text(frozen->manifest) + "\n");
+  write_file(dir / "kernel.cubin", frozen.cubin);
+  write_file(dir / "kernel.cu", frozen.candidate.source);
+  write_file(dir / "manifest.json", frozen.candidate.manifest_text);
+  write_file(dir / "dispatch.txt", rmsnorm::dispatch_predicate_text(frozen.manifest) + "\n");
   write_file(dir / "receipt.json", receipt.dump(2) + "\n");
   result.export_dir = dir.string();
   result.receipt_file = (dir / "receipt.json").string();
   if (!receipt_note.empty()) progress.line(receipt_note);
+}
+
+} // namespace
+
+void end_session_failed(store::Store& store, std::int64_t session_id, const std::string& why,
+                        LoopResult& result) {
+  store.set_session_param(session_id, "holdout_error", why);
+  store.finish_session(session_id, store::SessionStatus::kFailed, std::nullopt);
+  result.decision = "failed";
+  result.reason = "could not finish: " + why;
+  result.exit_code = 3;
+}
+
+void finish_session(const LoopOptions& options, const store::SessionRecord& session,
+                    holdout::SealedSuite& sealed, HoldoutRunner& holdout_runner, Recorder& rec,
+                    store::Store& store, ProgressSink& progress, const std::string& stop_note,
+                    LoopResult& result) {
+  (void)rec;
+  const auto detail = store.load_session(session.id);
+  auto frozen = freeze_best(store, detail);
+  if (!frozen) return finish_without_candidate(detail, store, stop_note, result);
+
+  // Freeze, then the one holdout run in a fresh worker; the suite retires before it runs. A
+  // session resumed after that run decides from its record instead.
+  result.frozen_iteration = frozen->iteration;
+  progress.line(fmt::format(
+      "frozen: iteration {} (speed-up {}), running the sealed holdout once", frozen->iteration + 1,
+      frozen->detail->candidate.speedup ? fmt::format("{:.3f}x", *frozen->detail->candidate.speedup)
+                                        : std::string("n/a")));
+  std::optional<HoldoutAnswer> answer;
+  try {
+    if (detail.holdout_commitments.empty())
+      throw holdout::HoldoutError(
+          fmt::format("session {} has no holdout commitment in the store", session.id));
+    answer = recorded_holdout(detail, *frozen);
+    if (answer)
+      progress.line("holdout: already run by an earlier process of this session; deciding from "
+                    "its record (a holdout runs once)");
+    else
+      answer = run_holdout_once(detail, *frozen, sealed, holdout_runner, store);
+  } catch (const holdout::HoldoutError& e) {
+    end_session_failed(store, session.id, e.what(), result);
+    return;
+  }
+  const holdout::HoldoutResult& hr = answer->result;
+  result.holdout = hr;
+  progress.line(fmt::format("holdout: {} ({} passed, {} failed){}; commitment {}",
+                            evaluator::gate_status_name(hr.status), hr.passed, hr.failed,
+                            hr.reason.empty() ? "" : " " + hr.reason,
+                            answer->commitment_ok ? "verified" : "MISMATCH"));
+
+  std::string why;
+  const std::optional<store::Decision> decision = decide_promotion(*answer, frozen->report, why);
+  if (!decision) return end_session_failed(store, session.id, why, result);
+  nlohmann::json evidence = {{"dispatch", rmsnorm::dispatch_predicate_text(frozen->manifest)},
+                             {"rollout", nullptr}};
+  record_promotion(store, session.id, frozen->detail->candidate.id, *decision, why, evidence);
+  result.reason = why;
+  result.decision = *decision == store::Decision::kPromoted   ? "promoted"
+                    : *decision == store::Decision::kRejected ? "rejected"
+                                                              : "pending_device_validation";
+  result.exit_code = *decision == store::Decision::kPromoted   ? 0
+                     : *decision == store::Decision::kRejected ? 1
+                                                               : 3;
+  store.finish_session(session.id, store::SessionStatus::kCompleted,
+                       *decision == store::Decision::kPromoted ? store::VerdictCode::kPass
+                       : *decision == store::Decision::kRejected
+                           ? store::VerdictCode::kReject
+                           : store::VerdictCode::kPendingDeviceValidation);
+  if (*decision == store::Decision::kPromoted)
+    write_receipt_and_export(options, session.id, *frozen, store, progress, result);
 }
 
 } // namespace kloop::agent

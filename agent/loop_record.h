@@ -56,6 +56,13 @@ private:
   store::Store& store_;
 };
 
+// Ends a session without a verdict because its holdout evidence is missing or void (no
+// commitment in the store, a sealed file that does not match it, a suite unsealed by an earlier
+// run that recorded nothing): the reason goes to params.holdout_error, the status to `failed`, no
+// promotion decision is recorded; `result` says "failed" with exit code 3.
+void end_session_failed(store::Store& store, std::int64_t session_id, const std::string& why,
+                        LoopResult& result);
+
 // Steps 3-5 of the loop: freeze the best public candidate, run the holdout once, decide
 // promotion, write the receipt and export the promoted artifact. Fills `result`.
 void finish_session(const LoopOptions& options, const store::SessionRecord& session,

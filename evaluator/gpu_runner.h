@@ -16,6 +16,8 @@
 //                  "concurrency": true, "stop_at_first_failure": false}}
 //   progress.json written by the worker before each case: {"index": i, "name": "...", "total": n}
 //   result.json   {"status": "pass"|"fail"|"crashed"|"not_run"|"infra_error", "reason": "...",
+//                  "device_query": {"call": "cudaGetDeviceCount", "error": "cudaErrorNoDevice"|...,
+//                  "device_count": n} (not_run only: the CUDA answer behind it),
 //                  "device": {...}, "path_counts": {...}, "suite": {...}, "fault": {...}|null,
 //                  "device_memory": {"peak_allocated_bytes", "allocations", "total_bytes",
 //                  "used_before_bytes", "used_after_bytes", "min_free_bytes", "peak_used_bytes"}

@@ -3,9 +3,12 @@
 #include <sodium.h>
 #include <sys/stat.h>
 
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <sstream>
+
+#include <fmt/core.h>
 
 #include "store/hash.h"
 
@@ -126,17 +129,47 @@ nlohmann::json read_sealed(const fs::path& path) {
   if (!in) throw HoldoutError("holdout: cannot read sealed suite " + path.string());
   std::stringstream ss;
   ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    throw HoldoutError("holdout: sealed suite " + path.string() + " is corrupt: " + e.what());
-  }
+  nlohmann::json body = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (body.is_discarded() || !body.is_object())
+    throw HoldoutError("holdout: sealed suite " + path.string() + " is corrupt: not a JSON object");
+  return body;
 }
 
-SuiteOptions options_of(const nlohmann::json& j) {
+// A field of a sealed file, checked: `kind` "string" or "integer" (non-negative).
+const nlohmann::json& field_of(const nlohmann::json& body, const fs::path& path, const char* key,
+                               std::string_view kind) {
+  const auto it = body.find(key);
+  const bool ok = it != body.end() &&
+                  (kind == "string" ? it->is_string() : it->is_number_integer() && *it >= 0);
+  if (!ok)
+    throw HoldoutError(fmt::format("holdout: sealed suite {} is corrupt: field `{}` is missing or "
+                                   "not {}",
+                                   path.string(), key,
+                                   kind == "string" ? "a string" : "a non-negative integer"));
+  return *it;
+}
+
+std::uint64_t seed_of(const nlohmann::json& body, const fs::path& path) {
+  const std::string text = field_of(body, path, "seed", "string").get<std::string>();
+  std::uint64_t seed = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seed);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+    throw HoldoutError("holdout: sealed suite " + path.string() +
+                       " is corrupt: field `seed` is not a decimal integer");
+  return seed;
+}
+
+// Bound on a sealed file's case count, so a corrupt file cannot make unsealing generate for hours.
+constexpr int kMaxSealedCases = 100000;
+
+SuiteOptions options_of(const nlohmann::json& body, const fs::path& path) {
   SuiteOptions o;
-  o.cases = j.at("cases").get<int>();
-  o.max_elements = j.at("max_elements").get<std::int64_t>();
+  o.cases = field_of(body, path, "cases", "integer").get<int>();
+  o.max_elements = field_of(body, path, "max_elements", "integer").get<std::int64_t>();
+  if (o.cases < 1 || o.cases > kMaxSealedCases)
+    throw HoldoutError(fmt::format("holdout: sealed suite {} is corrupt: field `cases` must be in "
+                                   "[1, {}]",
+                                   path.string(), kMaxSealedCases));
   return o;
 }
 
@@ -155,7 +188,7 @@ SealedSuite SealedSuite::create(const fs::path& dir, const std::string& label, s
   fs::create_directories(dir, ec);
   if (ec) throw HoldoutError("holdout: cannot create " + dir.string() + ": " + ec.message());
   fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
-  SealedSuite suite(dir, label, commitment_for(generate_suite(seed, options), seed));
+  SealedSuite suite(dir, label, commitment_for(generate_suite(seed, options), seed), options);
   if (fs::exists(suite.sealed_path()) || fs::exists(suite.retired_path()))
     throw HoldoutError("holdout: suite '" + label + "' exists already in " + dir.string() +
                        "; a suite is never re-sealed");
@@ -176,13 +209,26 @@ SealedSuite SealedSuite::create(const fs::path& dir, const std::string& label, s
   return suite;
 }
 
-SealedSuite SealedSuite::open(const fs::path& dir, const std::string& label) {
-  SealedSuite probe(dir, label, "");
+SealedSuite SealedSuite::open(const fs::path& dir, const std::string& label,
+                              const std::string& recorded_commitment) {
+  SealedSuite probe(dir, label, recorded_commitment, {});
   const fs::path path =
       fs::exists(probe.sealed_path()) ? probe.sealed_path() : probe.retired_path();
   if (!fs::exists(path))
     throw HoldoutError("holdout: no sealed suite '" + label + "' in " + dir.string());
-  return SealedSuite(dir, label, read_sealed(path).at("commitment").get<std::string>());
+  const nlohmann::json body = read_sealed(path);
+  if (field_of(body, path, "suite_version", "string") != kSuiteVersion)
+    throw HoldoutError(fmt::format("holdout: sealed suite {} was sealed with the rules {}; this "
+                                   "kloop generates {}, so it cannot regenerate that suite",
+                                   path.string(), body["suite_version"].get<std::string>(),
+                                   kSuiteVersion));
+  if (field_of(body, path, "commitment", "string") != recorded_commitment)
+    throw HoldoutError(fmt::format("holdout: sealed suite {} does not carry the commitment the "
+                                   "store recorded when the session began ({}); the sealed file "
+                                   "was replaced or altered",
+                                   path.string(), recorded_commitment));
+  probe.options_ = options_of(body, path);
+  return probe;
 }
 
 bool SealedSuite::retired() const {
@@ -199,20 +245,19 @@ std::vector<CaseSpec> SealedSuite::unseal_for_run() {
   if (ec)
     throw HoldoutError("holdout: cannot retire " + sealed_path().string() + ": " + ec.message());
   const nlohmann::json body = read_sealed(retired_path());
-  const std::uint64_t seed = std::stoull(body.at("seed").get<std::string>());
-  const SuiteOptions options = options_of(body);
-  auto suite = generate_suite(seed, options);
+  const std::uint64_t seed = seed_of(body, retired_path());
+  auto suite = generate_suite(seed, options_of(body, retired_path()));
   if (commitment_for(suite, seed) != commitment_)
     throw HoldoutError("holdout: suite '" + label_ +
-                       "' does not match its commitment; the sealed "
-                       "file was altered");
+                       "' does not match the commitment the store recorded when the session "
+                       "began; the sealed file was altered");
   return suite;
 }
 
 std::uint64_t SealedSuite::reveal_seed() const {
   if (!retired())
     throw HoldoutError("holdout: the seed of '" + label_ + "' is revealed only after its run");
-  return std::stoull(read_sealed(retired_path()).at("seed").get<std::string>());
+  return seed_of(read_sealed(retired_path()), retired_path());
 }
 
 nlohmann::json HoldoutResult::to_json() const {
@@ -223,6 +268,39 @@ nlohmann::json HoldoutResult::to_json() const {
           {"failed", failed},
           {"revealed_seed", std::to_string(revealed_seed)},
           {"detail", detail}};
+}
+
+HoldoutResult HoldoutResult::from_json(const nlohmann::json& j) {
+  const auto fail = [](const char* field) {
+    return HoldoutError(
+        fmt::format("holdout: the recorded holdout result has no valid `{}`", field));
+  };
+  if (!j.is_object()) throw fail("status");
+  HoldoutResult r;
+  try {
+    r.status = evaluator::parse_gate_status(j.value("status", std::string()));
+  } catch (const std::invalid_argument&) {
+    throw fail("status");
+  }
+  const auto text = [&](const char* key) {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_string()) throw fail(key);
+    return it->get<std::string>();
+  };
+  const auto count = [&](const char* key) {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_number_integer()) throw fail(key);
+    return it->get<std::int64_t>();
+  };
+  r.reason = text("reason");
+  r.commitment = text("commitment");
+  r.passed = count("passed");
+  r.failed = count("failed");
+  const std::string seed = text("revealed_seed");
+  const auto [end, ec] = std::from_chars(seed.data(), seed.data() + seed.size(), r.revealed_seed);
+  if (ec != std::errc() || end != seed.data() + seed.size()) throw fail("revealed_seed");
+  r.detail = j.value("detail", nlohmann::json::object());
+  return r;
 }
 
 } // namespace kloop::holdout

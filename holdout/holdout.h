@@ -26,11 +26,14 @@ inline constexpr std::string_view kSuiteVersion = "weighted_rmsnorm-holdout/1";
 // A 64-bit secret from the OS CSPRNG (libsodium randombytes_buf).
 std::uint64_t draw_secret_seed();
 
-// The holdout suite for `seed`: random widths in [1, 20000] (a third of them primes), random outer
-// shapes up to four dimensions in total, random gaps and storage offsets, heavy-tailed rows with
-// outlier channels, per-row scales from 1e-30 to 1e19, NaN and Inf at random positions, random eps;
-// all three dtypes. About `cases` cases whose elements total at most `max_elements` (so the CPU
-// reference answers in seconds). Deterministic for a seed.
+// The holdout suite for `seed`: random widths in [1, 20000] (a third of them primes, the next one
+// at or after the draw, so at most 20011), random outer shapes up to four dimensions in total,
+// random gaps and storage offsets, heavy-tailed rows with outlier channels, per-row scales from
+// 1e-30 to 1e19, NaN and Inf at random positions, random eps; all three dtypes; every case in
+// family "holdout" (no public family). `cases` cases; each has at most
+// max(max_elements / cases, H) elements (a transposed one at most max(200000, H)), so with the
+// defaults (per case 500000 > 20011) they total at most `max_elements` and the CPU reference
+// answers in seconds. Deterministic for a seed.
 struct SuiteOptions {
   int cases = 48;
   std::int64_t max_elements = 24'000'000;
@@ -53,31 +56,44 @@ public:
 
 // The sealed suite on disk: DIR/<label>.sealed (mode 0600, DIR 0700) holds the seed and options;
 // after its one use it is renamed to <label>.retired. Never place DIR inside a sandbox's view.
+// The file is never its own witness: every check compares it with `commitment()`, the commitment
+// the store recorded when the session began, so a file whose seed and commitment were edited
+// together is refused like one whose seed alone was edited.
 class SealedSuite {
 public:
-  // Draws nothing: seals `seed` under `dir`. Throws HoldoutError if the label exists already.
+  // Draws nothing: seals `seed` under `dir`; commitment() is then the value the caller records in
+  // the store before the first prompt. Throws HoldoutError if the label exists already.
   static SealedSuite create(const std::filesystem::path& dir, const std::string& label,
                             std::uint64_t seed, const SuiteOptions& options = {});
-  // Opens an existing sealed or retired suite. Throws HoldoutError naming the path when absent.
-  static SealedSuite open(const std::filesystem::path& dir, const std::string& label);
+  // Opens an existing sealed or retired suite of a session whose store recorded
+  // `recorded_commitment` when it began. Throws HoldoutError naming the path when the file is
+  // absent or malformed (the field named), or when its commitment is not the recorded one.
+  static SealedSuite open(const std::filesystem::path& dir, const std::string& label,
+                          const std::string& recorded_commitment);
 
+  // The commitment recorded in the store (SHA-256 hex; commitment_for).
   const std::string& commitment() const { return commitment_; }
+  // The generation options the file was sealed with (read when opened).
+  const SuiteOptions& options() const { return options_; }
   bool retired() const;
   // The suite for its single run. Retires the file first (rename), so a crash mid-run still
-  // counts as a use. Throws HoldoutError when already retired or when the file no longer matches
-  // its commitment.
+  // counts as a use. Throws HoldoutError when already retired, or when the suite regenerated from
+  // the file's seed and options does not match commitment() (the sealed file was altered).
   std::vector<rmsnorm::CaseSpec> unseal_for_run();
   // The seed, only once retired (throws HoldoutError before).
   std::uint64_t reveal_seed() const;
 
 private:
-  SealedSuite(std::filesystem::path dir, std::string label, std::string commitment)
-      : dir_(std::move(dir)), label_(std::move(label)), commitment_(std::move(commitment)) {}
+  SealedSuite(std::filesystem::path dir, std::string label, std::string commitment,
+              SuiteOptions options)
+      : dir_(std::move(dir)), label_(std::move(label)), commitment_(std::move(commitment)),
+        options_(options) {}
   std::filesystem::path sealed_path() const;
   std::filesystem::path retired_path() const;
   std::filesystem::path dir_;
   std::string label_;
   std::string commitment_;
+  SuiteOptions options_;
 };
 
 // The outcome of the one holdout run. Deliberately not a PublicReport.
@@ -89,6 +105,8 @@ struct HoldoutResult {
   std::uint64_t revealed_seed = 0;
   nlohmann::json detail = nlohmann::json::object(); // suite result JSON (store only)
   nlohmann::json to_json() const;
+  // Inverse of to_json (a run recorded in the store). Throws HoldoutError naming the bad field.
+  static HoldoutResult from_json(const nlohmann::json& j);
 };
 
 } // namespace kloop::holdout

@@ -7,7 +7,11 @@
 #   scripts/device-run.sh --remote  (on the GPU machine, from the repository root) runs every gpu
 #                                   test binary and the corpus evaluation, plus a quick bench of the
 #                                   baseline; logs go under $OUT (default ./out); a summary table
-#                                   is printed last. Exit code: 0 when every test passed or skipped.
+#                                   is printed last. Exit code: 0 when every test passed; on a
+#                                   machine with a GPU (nvidia-smi -L lists one, or /dev/nvidia0)
+#                                   a skipped gpu test, a missing compute-sanitizer and failed
+#                                   torch package checks are failures too (KLOOP_REQUIRE_DEVICE=1
+#                                   makes every gpu test binary fail instead of skipping there).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -72,7 +76,21 @@ raw=$out/raw
 mkdir -p "$raw"
 export KLOOP_CORPUS_BIN=$bundle/corpus
 export PATH=/usr/local/cuda/bin:$PATH
+# Whether this machine has an NVIDIA GPU, from the driver's own listing (never from kloop's probe,
+# which is what the tests check). With one, no gpu test may skip: KLOOP_REQUIRE_DEVICE=1 makes
+# their probe fail instead of answering "no device" (tests/support/device_probe.h).
+gpu_present=0
+if nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then gpu_present=1
+elif ls /dev/nvidia[0-9]* >/dev/null 2>&1; then gpu_present=1; fi
+[ "$gpu_present" = 1 ] && export KLOOP_REQUIRE_DEVICE=1
+# Checks outside the test binaries that fail the run ("name status detail" lines, summary.txt).
+checks=()
+sanitizer=${KLOOP_COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+if [ "$gpu_present" = 1 ] && [ ! -x "$sanitizer" ]; then
+  checks+=("compute-sanitizer fail missing at $sanitizer on a machine with a GPU")
+fi
 {
+  echo "gpu present: $gpu_present (KLOOP_REQUIRE_DEVICE=${KLOOP_REQUIRE_DEVICE:-0})"
   nvidia-smi || true
   compute-sanitizer --version || true
   echo "unshare -n: $(unshare -n true 2>&1 && echo works || echo unavailable)"
@@ -121,7 +139,10 @@ if [ "$reuse" = 1 ] || [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
   if [ "${TORCH_EXPORT:-1}" = 1 ]; then
     LD_LIBRARY_PATH=$bundle/lib timeout "${TORCH_TIMEOUT:-240}" bash tests/torch/run_on_device.sh \
       "$bundle/bin/kloop" "$store" "$opt/torch" >"$opt/torch.txt" 2>&1
-    echo "== torch export / shadow (exit $?)" >>"$out/optimize.txt"
+    torch_rc=$?
+    echo "== torch export / shadow (exit $torch_rc)" >>"$out/optimize.txt"
+    if [ "$torch_rc" = 0 ]; then checks+=("torch_export pass")
+    else checks+=("torch_export fail exit $torch_rc (run_on_device.sh; see optimize.txt)"); fi
     cat "$opt/torch.txt" >>"$out/optimize.txt"
     rm -rf "$opt/torch/activations"
   fi
@@ -254,7 +275,12 @@ if [ "$cc" != 0 ]; then
   echo "checker-coverage exit $? in $(( $(date +%s) - start ))s" >>"$ccdir/checker_coverage.log"
   tar czf "$out/checker.tgz" -C /tmp kloop-checker
 fi
-[ "${RUN_TESTS:-1}" = 1 ] || exit 0
+# Without the test tier, the checks above decide the exit code.
+if [ "${RUN_TESTS:-1}" != 1 ]; then
+  printf '%s\n' "${checks[@]}"
+  printf '%s\n' "${checks[@]}" | grep -q '^[^ ]* fail' && exit 1
+  exit 0
+fi
 
 # Quick timing of each baseline revision first, on an idle GPU (worker bench mode).
 revisions=baseline
@@ -328,14 +354,20 @@ for name in "${jobs[@]}"; do
   passed=$(grep -c '^\[       OK \]' "$raw/$name.log")
   failed=$(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$raw/$name.log")
   skipped=$(grep -cE '^\[  SKIPPED \] .*\([0-9]+ ms\)$' "$raw/$name.log")
-  case $rc in 0) s=pass ;; 77) s=skip ;; 124) s=timeout; fails=$((fails+1)) ;; *) s=fail; fails=$((fails+1)) ;; esac
+  case $rc in
+  0) s=pass ;;
+  77) if [ "$gpu_present" = 1 ]; then s=skip-fail; fails=$((fails+1)); else s=skip; fi ;;
+  124) s=timeout; fails=$((fails+1)) ;;
+  *) s=fail; fails=$((fails+1)) ;;
+  esac
   summary+=("$(printf '%-28s %-8s ok=%-4s failed=%-3s skipped=%-3s %4ss' "$name" "$s" "$passed" "$failed" "$skipped" "$secs")")
 done
 for name in "${jobs[@]}"; do echo "===== $name"; cat "$raw/$name.log"; done >"$out/all-logs.txt"
 tar czf "$out/raw.tgz" -C "$out" raw && rm -rf "$raw"
 {
-  echo "== kloop device run $(date -u +%FT%TZ)"
+  echo "== kloop device run $(date -u +%FT%TZ) (gpu present: $gpu_present)"
   printf '%s\n' "${summary[@]}"
+  for c in "${checks[@]}"; do printf '%-28s %s\n' "${c%% *}" "${c#* }"; done
   grep -h '^\[corpus\]' "$out/all-logs.txt" | sort
   for rev in $revisions; do
     python3 - "$out/bench-$rev.json" "$rev" <<'PY' || echo "bench $rev: no result"
@@ -347,4 +379,5 @@ for s in r["bench"]["shapes"]:
 PY
   done
 } | tee "$out/summary.txt"
+for c in "${checks[@]}"; do case "$c" in *" fail"*) fails=$((fails+1)) ;; esac; done
 exit $(( fails > 0 ? 1 : 0 ))

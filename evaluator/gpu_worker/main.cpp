@@ -113,10 +113,16 @@ json device_json(const rmsnorm::DeviceInfo& info) {
 int run(const json& req) {
   int count = 0;
   const cudaError_t dc = cudaGetDeviceCount(&count);
+  // The CUDA answer itself, so that callers can tell "no device" (cudaErrorNoDevice, no driver:
+  // cudaErrorInsufficientDriver, zero devices) from a device that is there but unusable.
+  const json query{{"call", "cudaGetDeviceCount"},
+                   {"error", cudaGetErrorName(dc)},
+                   {"device_count", dc == cudaSuccess ? count : 0}};
   if (dc != cudaSuccess || count == 0)
     return finish(evaluator::kGpuWorkerNoDevice, "not_run",
                   dc != cudaSuccess ? "no CUDA device: " + gpu::cuda_error_text(dc)
-                                    : std::string("no CUDA device: cudaGetDeviceCount returned 0"));
+                                    : std::string("no CUDA device: cudaGetDeviceCount returned 0"),
+                  {{"device_query", query}});
   gpu::check(cudaSetDevice(0), "cudaSetDevice");
   gpu::check(cudaFree(nullptr), "context creation");
   gpu::mark_memory_start();

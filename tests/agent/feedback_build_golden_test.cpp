@@ -3,8 +3,6 @@
 // real pipeline (evaluator::evaluate_candidate: contract, the sandboxed NVRTC build worker, the
 // static gate). Integration tier: NVRTC, bubblewrap (or unshare) and kloop-build-worker.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -13,19 +11,13 @@
 #include "feedback/feedback.h"
 #include "kernels/rmsnorm/family.h"
 #include "tests/agent/golden.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::testing {
 namespace {
 
 namespace fs = std::filesystem;
 using evaluator::GateStatus;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 evaluator::PublicReport evaluate(const std::string& source, const std::string& manifest) {
   const evaluator::Candidate c{source, manifest, source.size(), manifest.size()};
@@ -63,7 +55,8 @@ TEST_F(FeedbackBuildGolden, NvrtcErrorShowsFileLineAndTheCompilersMessage) {
 
 TEST_F(FeedbackBuildGolden, StaticFindingShowsThePtxLineAndTheRule) {
   const fs::path fixtures = fs::path(KLOOP_SOURCE_DIR) / "tests/evaluator/fixtures/forbidden";
-  const auto report = evaluate(slurp(fixtures / "clock64.cu"), slurp(fixtures / "manifest.json"));
+  const auto report = evaluate(test_support::read_file(fixtures / "clock64.cu"),
+                               test_support::read_file(fixtures / "manifest.json"));
   ASSERT_EQ(report.find("static")->status, GateStatus::kFail) << report.to_json().dump(1);
   const std::string text = feedback::build_feedback(report).render();
   EXPECT_NE(text.find("rule clock at PTX line"), std::string::npos) << text;

@@ -4,9 +4,6 @@
 // (cpu_device.h), the sanitizer gate's judge on compute-sanitizer reports, and the benchmark,
 // roofline and CUPTI evidence recorded from a real H200 run. The NVRTC build error and the static
 // PTX finding need the compiler: feedback_build_golden_test (integration tier).
-#include <fstream>
-#include <sstream>
-
 #include <gtest/gtest.h>
 
 #include "agent/reply_parser.h"
@@ -21,20 +18,13 @@
 #include "store/hash.h"
 #include "tests/agent/cpu_device.h"
 #include "tests/agent/golden.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::testing {
 namespace {
 
 using evaluator::GateResult;
 using evaluator::GateStatus;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 const std::string kManifest = std::string(
     rmsnorm::emit_manifest(*rmsnorm::variant_by_name("v16-tauto-b512-c4-shfl-pers-peel")));
@@ -206,7 +196,7 @@ TEST(FeedbackGolden, SanitizerHazardsShowToolKindLineAndAccess) {
            {"racecheck", "racecheck_missing_barrier.txt"},
            {"initcheck", "clean.txt"},
            {"synccheck", "clean.txt"}}) {
-    const std::string text = read_file(dir + file);
+    const std::string text = test_support::read_file(dir + file);
     evaluator::ToolCall call;
     call.argv = evaluator::sanitizer::tool_command("compute-sanitizer", tool, "log", {"worker"});
     call.exit_code = text.find("ERROR SUMMARY: 0") != std::string::npos
@@ -234,7 +224,7 @@ TEST(FeedbackGolden, SanitizerHazardsShowToolKindLineAndAccess) {
 // The public report of the flagship on an H200 (2026-11-29, commit 8050563; sample batches
 // stripped): benchmark, roofline and CUPTI stall evidence as the producers wrote them there.
 evaluator::PublicReport recorded_h200_report() {
-  return evaluator::PublicReport::from_json(nlohmann::json::parse(read_file(
+  return evaluator::PublicReport::from_json(nlohmann::json::parse(test_support::read_file(
       std::string(KLOOP_SOURCE_DIR) + "/tests/offline/fixtures/h200_flagship_report.json")));
 }
 

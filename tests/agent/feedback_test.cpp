@@ -17,6 +17,7 @@
 #include "prompts/prompt_builder.h"
 #include "tests/agent/cpu_device.h"
 #include "tests/agent/golden.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::feedback {
 namespace {
@@ -60,9 +61,8 @@ evaluator::PublicReport correctness_report() {
 }
 
 evaluator::PublicReport h200_report() {
-  std::ifstream in(std::string(KLOOP_SOURCE_DIR) +
-                   "/tests/offline/fixtures/h200_flagship_report.json");
-  return evaluator::PublicReport::from_json(nlohmann::json::parse(in));
+  return evaluator::PublicReport::from_json(nlohmann::json::parse(test_support::read_file(
+      std::string(KLOOP_SOURCE_DIR) + "/tests/offline/fixtures/h200_flagship_report.json")));
 }
 
 TEST(FeedbackBuilder, EverySectionStaysWithinItsBudget) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "evaluator/gate.h"
 #include "feedback/feedback.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::testing {
 
@@ -27,13 +29,11 @@ inline void expect_golden(const std::string& name, const std::string& text) {
     ASSERT_TRUE(out.good()) << "cannot write " << path;
     return;
   }
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(in.good()) << "no golden text " << path
-                         << " (create it with KLOOP_UPDATE_GOLDEN=1 and review it)";
-  std::stringstream s;
-  s << in.rdbuf();
-  EXPECT_EQ(text, s.str()) << "the feedback for " << name << " changed; if intended, rerun with "
-                           << "KLOOP_UPDATE_GOLDEN=1 and review the diff of " << path;
+  ASSERT_TRUE(std::filesystem::exists(path))
+      << "no golden text " << path << " (create it with KLOOP_UPDATE_GOLDEN=1 and review it)";
+  EXPECT_EQ(text, test_support::read_file(path))
+      << "the feedback for " << name << " changed; if intended, rerun with "
+      << "KLOOP_UPDATE_GOLDEN=1 and review the diff of " << path;
 }
 
 // A report of `gates` with the verdict the pipeline would give it.

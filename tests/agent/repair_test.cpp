@@ -24,6 +24,7 @@
 #include "store/store.h"
 #include "tests/agent/cpu_device.h"
 #include "tests/agent/golden.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::testing {
 namespace {
@@ -112,10 +113,8 @@ struct SessionRun {
 };
 
 SessionRun run_session(bool strip_case_details, int budget) {
-  const fs::path dir = fs::temp_directory_path() / ("kloop-repair-" + std::to_string(::getpid()) +
-                                                    (strip_case_details ? "-stripped" : "-real"));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const test_support::TempDir tmp("repair"); // outlives the store below
+  const fs::path dir = tmp.dir();
   store::Store st = store::Store::open((dir / "store").string());
   agent::LoopOptions o;
   o.budget = budget;
@@ -132,7 +131,6 @@ SessionRun run_session(bool strip_case_details, int budget) {
   r.result = agent::run_loop(o, model, eval, holdout, st, progress, cancel);
   r.prompts = model.prompts;
   r.repaired_from = model.repaired_from;
-  fs::remove_all(dir);
   return r;
 }
 
@@ -190,9 +188,8 @@ public:
 };
 
 TEST(ProviderStop, AnUnreachableProviderEndsTheSessionAfterTheFirstIteration) {
-  const fs::path dir = fs::temp_directory_path() / ("kloop-stop-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const test_support::TempDir tmp("stop");
+  const fs::path dir = tmp.dir();
   {
     store::Store st = store::Store::open((dir / "store").string());
     agent::LoopOptions o;
@@ -216,7 +213,6 @@ TEST(ProviderStop, AnUnreachableProviderEndsTheSessionAfterTheFirstIteration) {
     EXPECT_EQ(d.session.status, store::SessionStatus::kFailed);
     EXPECT_TRUE(d.holdout_runs.empty());
   }
-  fs::remove_all(dir);
 }
 
 } // namespace

@@ -18,6 +18,7 @@
 #include "agent/reply_parser.h"
 #include "agent/sse.h"
 #include "store/store.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::agent {
 namespace {
@@ -36,10 +37,7 @@ struct Transcript {
 };
 
 Transcript load(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  const std::string all = s.str();
+  const std::string all = test_support::read_file(path);
   Transcript t;
   t.file = path.filename().string();
   const auto sep = all.find("\n---\n");
@@ -256,9 +254,8 @@ TEST(ReplyCorpus, TheLoopRecordsEachOutcomeAndReasonInTheStore) {
         t.file == "06-two-kernel-versions.txt")
       picked.push_back(t);
   ASSERT_EQ(picked.size(), 3u);
-  const fs::path dir = fs::temp_directory_path() / ("kloop-corpus-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const test_support::TempDir tmp("corpus");
+  const fs::path dir = tmp.dir();
   {
     store::Store st = store::Store::open((dir / "store").string());
     LoopOptions o;
@@ -290,7 +287,6 @@ TEST(ReplyCorpus, TheLoopRecordsEachOutcomeAndReasonInTheStore) {
     }
     EXPECT_EQ(d.iterations[1].iteration.notes.value("stop_reason", ""), "length");
   }
-  fs::remove_all(dir);
 }
 
 } // namespace

@@ -20,6 +20,8 @@
 
 #include "evaluator/subprocess.h"
 #include "store/store.h"
+#include "tests/support/device_probe.h"
+#include "tests/support/test_files.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -28,20 +30,8 @@ namespace {
 
 const std::string kKloop = std::string(KLOOP_BINARY_DIR) + "/bin/kloop";
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("kloop-e2e-" + name + "-" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using kloop::test_support::read_file;
+using kloop::test_support::TempDir;
 
 kloop::evaluator::ToolCall kloop_run(const std::vector<std::string>& args, int deadline_s = 240) {
   std::vector<std::string> argv{kKloop};
@@ -114,19 +104,29 @@ private:
   std::vector<std::string> bodies_;
 };
 
-bool device_present(const json& result) {
-  return result.value("decision", "") == "promoted" || result.value("decision", "") == "rejected";
-}
+// The CPU-only expectations apply where the GPU probe gives a clear no-device answer; where it
+// finds a device the test is skipped, and where it gives no clear answer the test fails. Decided
+// from the probe before anything runs, never from the session's outcome (a regression that
+// rejects every candidate must fail here, not read as "a GPU is present").
+#define KLOOP_ONLY_WITHOUT_A_DEVICE()                                                              \
+  do {                                                                                             \
+    const auto probe = kloop::test_support::probe_device();                                        \
+    ASSERT_NE(probe.state, kloop::test_support::DeviceState::kBroken) << probe.reason;             \
+    if (probe.state == kloop::test_support::DeviceState::kPresent)                                 \
+      GTEST_SKIP() << "a usable GPU is present (probe: " << probe.reason                           \
+                   << "): the CPU-only path does not apply";                                       \
+  } while (0)
 
 } // namespace
 
 TEST(OptimizeE2E, OfflineMainJobOnCpuEndsPendingDeviceValidation) {
-  const fs::path store = fresh_dir("offline");
+  KLOOP_ONLY_WITHOUT_A_DEVICE();
+  const TempDir tmp("e2e-offline");
+  const fs::path store = tmp.dir();
   const auto run =
       kloop_run({"optimize", "rmsnorm", "--budget", "2", "--store", store.string(), "--json"});
   ASSERT_FALSE(run.timed_out) << run.stderr_text;
   const json r = json::parse(run.stdout_text);
-  if (device_present(r)) GTEST_SKIP() << "a GPU is present: the CPU-only path does not apply";
   EXPECT_EQ(run.exit_code, 3) << run.stdout_text << run.stderr_text;
   EXPECT_EQ(r["decision"], "pending_device_validation");
   ASSERT_EQ(r["iterations"].size(), 2u);
@@ -184,13 +184,13 @@ TEST(OptimizeE2E, OfflineMainJobOnCpuEndsPendingDeviceValidation) {
   const auto show =
       kloop_run({"show", std::to_string(r["session_id"].get<int>()), "--store", store.string()});
   EXPECT_NE(show.stdout_text.find("kloop peak RSS"), std::string::npos) << show.stdout_text;
-  fs::remove_all(store);
 }
 
 // Numbers that CLI11 alone would accept: a negative seed (wrapped to 2^64 - 5 and stored as -5)
 // and a NaN cost budget. Both are usage errors (2) that name the option, before any session.
 TEST(OptimizeE2E, NegativeSeedAndNanBudgetAreUsageErrors) {
-  const fs::path store = fresh_dir("badnum");
+  const TempDir tmp("e2e-badnum");
+  const fs::path store = tmp.dir();
   const auto seed = kloop_run({"optimize", "rmsnorm", "--seed", "-5", "--store", store.string()});
   EXPECT_EQ(seed.exit_code, 2) << seed.stdout_text << seed.stderr_text;
   EXPECT_NE((seed.stdout_text + seed.stderr_text).find("--seed"), std::string::npos)
@@ -208,14 +208,14 @@ TEST(OptimizeE2E, NegativeSeedAndNanBudgetAreUsageErrors) {
   EXPECT_NE((cost.stdout_text + cost.stderr_text).find("finite number"), std::string::npos)
       << cost.stderr_text;
   EXPECT_FALSE(fs::exists(store / "kloop.db")) << "no session for a usage error";
-  fs::remove_all(store);
 }
 
 // `optimize --sign-key FILE` checks the key before anything is generated: a missing file, a key
 // open to group or others, a malformed file or a bad `key_id` is a usage error (2) naming the
 // option and the fix, and no session is recorded.
 TEST(OptimizeE2E, BadSignKeyIsAUsageErrorBeforeAnyGeneration) {
-  const fs::path dir = fresh_dir("signkey");
+  const TempDir tmp("e2e-signkey");
+  const fs::path dir = tmp.dir();
   const fs::path store = dir / "store";
   const fs::path key = dir / "key.json";
   const auto gen = kloop_run({"keys", "generate", "--out", key.string()});
@@ -242,13 +242,13 @@ TEST(OptimizeE2E, BadSignKeyIsAUsageErrorBeforeAnyGeneration) {
   std::ofstream(dir / "notkey.json") << "not json";
   fs::permissions(dir / "notkey.json", fs::perms(0600));
   refused(dir / "notkey.json", "is not a JSON key file");
-  fs::remove_all(dir);
 }
 
 // `checker-coverage --check-record FILE` with a file that is not JSON (or a folder) is a usage
 // error naming the option and the file, never a raw parser exception, before any mutant runs.
 TEST(OptimizeE2E, CheckRecordThatIsNotJsonIsAUsageErrorNamingTheOption) {
-  const fs::path dir = fresh_dir("ccrecord");
+  const TempDir tmp("e2e-ccrecord");
+  const fs::path dir = tmp.dir();
   const fs::path notjson = dir / "record.txt";
   std::ofstream(notjson) << "score: 0.9\n";
   const auto r = kloop_run({"checker-coverage", "rmsnorm", "--check-record", notjson.string()});
@@ -262,10 +262,10 @@ TEST(OptimizeE2E, CheckRecordThatIsNotJsonIsAUsageErrorNamingTheOption) {
   EXPECT_EQ(d.exit_code, 2) << d.stdout_text << d.stderr_text;
   EXPECT_NE((d.stdout_text + d.stderr_text).find("is a directory"), std::string::npos)
       << d.stdout_text << d.stderr_text;
-  fs::remove_all(dir);
 }
 
 TEST(OptimizeE2E, OpenAiCompatibleServerGetsBuildErrorsInSecondPrompt) {
+  KLOOP_ONLY_WITHOUT_A_DEVICE();
   const std::string broken =
       "#include <cuda_fp16.h>\nextern \"C\" __global__ void rms_f32(const float* x, const float* "
       "weight, float* y, long long rows, int H, long long x_row_stride, long long y_row_stride, "
@@ -273,13 +273,13 @@ TEST(OptimizeE2E, OpenAiCompatibleServerGetsBuildErrorsInSecondPrompt) {
   const std::string manifest_f32 =
       R"({"contract":"weighted_rmsnorm/1","entry_points":{"float32":"rms_f32"},"launch":{"block_threads":256,"rows_per_block":1,"grid":"per_rows","dynamic_smem":{"fixed_bytes":0,"bytes_per_h":0}},"dispatch":{"h_min":1,"h_max":65536,"h_multiple_of":1,"x_rows":"any_stride","alignment_bytes":4},"target":"sm_90","known_limits":"float32 only"})";
   FakeOpenAi server({reply_with(broken, manifest_f32), reply_with(good_source(), good_manifest())});
-  const fs::path store = fresh_dir("openai");
+  const TempDir tmp("e2e-openai");
+  const fs::path store = tmp.dir();
   const auto run =
       kloop_run({"optimize", "rmsnorm", "--provider", "openai", "--base-url", server.base_url(),
                  "--model", "test-model", "--budget", "2", "--store", store.string(), "--json"});
   ASSERT_FALSE(run.timed_out);
   const json r = json::parse(run.stdout_text);
-  if (device_present(r)) GTEST_SKIP() << "a GPU is present";
   EXPECT_EQ(run.exit_code, 3) << run.stdout_text << run.stderr_text;
   ASSERT_EQ(r["iterations"].size(), 2u);
   EXPECT_EQ(r["iterations"][0]["verdict"], "reject");
@@ -312,7 +312,6 @@ TEST(OptimizeE2E, OpenAiCompatibleServerGetsBuildErrorsInSecondPrompt) {
   EXPECT_EQ(rr["iterations"][0]["verdict"], "reject");
   EXPECT_EQ(rr["iterations"][1]["verdict"], "pending_device_validation");
   EXPECT_EQ(server.bodies().size(), 2u) << "replay sends nothing to the server";
-  fs::remove_all(store);
 }
 
 // Ctrl-C ends the session `interrupted` and prints the command that continues it, which runs as
@@ -320,9 +319,11 @@ TEST(OptimizeE2E, OpenAiCompatibleServerGetsBuildErrorsInSecondPrompt) {
 // base URL), so the printed command needs no provider flags, and a --provider equal to the
 // recorded one is accepted.
 TEST(OptimizeE2E, CtrlCEndsInterruptedAndResumeContinues) {
+  KLOOP_ONLY_WITHOUT_A_DEVICE();
   // Reply 2 is slow, so SIGINT arrives while the second request is in flight.
   FakeOpenAi server({reply_with(good_source(), good_manifest())}, {0, 8000, 0, 0});
-  const fs::path dir = fresh_dir("resume");
+  const TempDir tmp("e2e-resume");
+  const fs::path dir = tmp.dir();
   const fs::path store = dir / "store";
   const fs::path out = dir / "interrupted.json";
   const std::vector<std::string> args{kKloop,   "optimize",   "rmsnorm",         "--provider",
@@ -371,7 +372,6 @@ TEST(OptimizeE2E, CtrlCEndsInterruptedAndResumeContinues) {
   words.insert(words.end(), {"--provider", "openai", "--json"});
   const auto resumed = kloop_run(words);
   const json r = json::parse(resumed.stdout_text);
-  if (device_present(r)) GTEST_SKIP() << "a GPU is present";
   EXPECT_EQ(r["session_id"], 1) << resumed.stderr_text;
   ASSERT_EQ(r["iterations"].size(), 2u) << "iterations 2 and 3 ran after the resume";
   EXPECT_EQ(r["iterations"][0]["index"], 1);
@@ -381,14 +381,14 @@ TEST(OptimizeE2E, CtrlCEndsInterruptedAndResumeContinues) {
   EXPECT_EQ(d.iterations.size(), 3u);
   EXPECT_EQ(d.session.status, kloop::store::SessionStatus::kCompleted);
   EXPECT_EQ(d.session.provider, "openai");
-  fs::remove_all(dir);
 }
 
 // `--resume ID` with --provider, --model, --base-url, --budget or --seed other than the session's
 // recorded value is a usage error (2) naming the recorded value; nothing is recorded and the
 // session stays as it was (still resumable, still credited to its provider).
 TEST(OptimizeE2E, ResumeRefusesAGeneratorOrBudgetOtherThanTheRecordedOne) {
-  const fs::path dir = fresh_dir("resumeflags");
+  const TempDir tmp("e2e-resumeflags");
+  const fs::path dir = tmp.dir();
   const fs::path store = dir / "store";
   {
     auto st = kloop::store::Store::open(store.string());
@@ -425,13 +425,13 @@ TEST(OptimizeE2E, ResumeRefusesAGeneratorOrBudgetOtherThanTheRecordedOne) {
   EXPECT_EQ(d.session.budget, 2);
   EXPECT_TRUE(d.iterations.empty());
   EXPECT_FALSE(d.promotion.has_value());
-  fs::remove_all(dir);
 }
 
 // Flags the chosen provider would ignore are usage errors (2) before any store or session:
 // --replay-session without --provider replay, and --model with the offline provider.
 TEST(OptimizeE2E, FlagsTheProviderWouldIgnoreAreUsageErrors) {
-  const fs::path dir = fresh_dir("ignoredflags");
+  const TempDir tmp("e2e-ignoredflags");
+  const fs::path dir = tmp.dir();
   const fs::path store = dir / "store";
   const auto refused = [&](std::vector<std::string> flags, const std::string& names) {
     std::vector<std::string> args{"optimize", "rmsnorm", "--budget",
@@ -447,13 +447,13 @@ TEST(OptimizeE2E, FlagsTheProviderWouldIgnoreAreUsageErrors) {
   refused({"--provider", "openai", "--base-url", "http://127.0.0.1:9/v1", "--replay-session", "1"},
           "--replay-session needs --provider replay");
   refused({"--model", "foo"}, "--model is for --provider openai or anthropic");
-  fs::remove_all(dir);
 }
 
 // A provider that is not configured (api.openai.com or api.anthropic.com without a key) is a usage
 // error (2) that leaves no store behind.
 TEST(OptimizeE2E, MissingApiKeyCreatesNoStore) {
-  const fs::path dir = fresh_dir("nokey");
+  const TempDir tmp("e2e-nokey");
+  const fs::path dir = tmp.dir();
   const fs::path store = dir / "store";
   for (const std::string provider : {"openai", "anthropic"}) {
     const auto r =
@@ -463,13 +463,13 @@ TEST(OptimizeE2E, MissingApiKeyCreatesNoStore) {
     EXPECT_NE(all.find("_API_KEY"), std::string::npos) << all;
     EXPECT_FALSE(fs::exists(store / "kloop.db")) << provider << ": " << all;
   }
-  fs::remove_all(dir);
 }
 
 // A session whose provider never answered evaluated no candidate: it ends `failed` (exit 3) with
 // no promotion decision, and `kloop sessions` lists it failed, not rejected (a failed hard gate).
 TEST(OptimizeE2E, ProviderThatNeverAnswersIsFailedNotRejected) {
-  const fs::path dir = fresh_dir("noanswer");
+  const TempDir tmp("e2e-noanswer");
+  const fs::path dir = tmp.dir();
   const fs::path store = dir / "store";
   const auto run =
       kloop_run({"optimize", "rmsnorm", "--budget", "1", "--provider", "openai", "--base-url",
@@ -491,5 +491,4 @@ TEST(OptimizeE2E, ProviderThatNeverAnswersIsFailedNotRejected) {
   EXPECT_EQ(list.exit_code, 0) << list.stderr_text;
   EXPECT_NE(list.stdout_text.find("failed"), std::string::npos) << list.stdout_text;
   EXPECT_EQ(list.stdout_text.find("rejected"), std::string::npos) << list.stdout_text;
-  fs::remove_all(dir);
 }

@@ -11,6 +11,8 @@
 #include "evaluator/build.h"
 #include "evaluator/pipeline.h"
 #include "evaluator/static_inspection.h"
+#include "tests/support/sandbox_check.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::evaluator {
 namespace {
@@ -19,12 +21,7 @@ namespace fs = std::filesystem;
 const fs::path kFixtures = fs::path(KLOOP_SOURCE_DIR) / "tests/evaluator/fixtures";
 constexpr const char* kMarker = "KLOOP-SECRET-MARKER-7f3a9c2e51";
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test_support::read_file;
 
 Candidate candidate_from(const std::string& source, const std::string& manifest) {
   return Candidate{source, manifest, source.size(), manifest.size()};
@@ -33,12 +30,7 @@ Candidate candidate_from(const std::string& source, const std::string& manifest)
 // A private temp folder with a planted secret file, removed afterwards.
 class PlantedDir {
 public:
-  explicit PlantedDir(const std::string& tag) {
-    std::string t = (fs::temp_directory_path() / ("kloop-plant-" + tag + "-XXXXXX")).string();
-    if (!::mkdtemp(t.data())) throw std::runtime_error("mkdtemp");
-    root_ = t;
-  }
-  ~PlantedDir() { fs::remove_all(root_); }
+  explicit PlantedDir(const std::string& tag) : tmp_("plant-" + tag), root_(tmp_.dir()) {}
   fs::path plant(const std::string& rel) {
     fs::create_directories((root_ / rel).parent_path());
     std::ofstream(root_ / rel) << "#error " << kMarker << "\nint " << kMarker << "_x;\n";
@@ -47,6 +39,7 @@ public:
   const fs::path& root() const { return root_; }
 
 private:
+  test_support::TempDir tmp_;
   fs::path root_;
 };
 
@@ -65,11 +58,7 @@ protected:
   void SetUp() override {
     if (!fs::exists("/usr/local/cuda/include/cuda_fp16.h"))
       GTEST_SKIP() << "CUDA toolkit not installed at /usr/local/cuda";
-    try {
-      resolve_sandbox(SandboxRequest::kAuto);
-    } catch (const InfraError& e) {
-      GTEST_SKIP() << e.what();
-    }
+    KLOOP_REQUIRE_SANDBOX_OR_SKIP();
   }
   Evaluation evaluate(const Candidate& c, BuildOptions b = {}) {
     EvaluateOptions o;
@@ -77,12 +66,12 @@ protected:
     NoDeviceGates dev;
     return evaluate_candidate(c, o, dev);
   }
-  std::string forbidden_manifest = slurp(kFixtures / "forbidden/manifest.json");
+  std::string forbidden_manifest = read_file(kFixtures / "forbidden/manifest.json");
 };
 
 TEST_F(BuildIntegrationTest, GoodCandidateBuildsAndIsPendingDeviceValidation) {
-  auto c =
-      candidate_from(slurp(kFixtures / "good/kernel.cu"), slurp(kFixtures / "good/manifest.json"));
+  auto c = candidate_from(read_file(kFixtures / "good/kernel.cu"),
+                          read_file(kFixtures / "good/manifest.json"));
   auto ev = evaluate(c);
   ASSERT_EQ(ev.report.find("build")->status, GateStatus::kPass) << ev.report.to_json().dump(2);
   EXPECT_EQ(ev.report.find("static")->status, GateStatus::kPass) << ev.report.to_json().dump(2);
@@ -116,8 +105,8 @@ TEST_F(BuildIntegrationTest, GoodCandidateBuildsAndIsPendingDeviceValidation) {
 // cubin bytes, so an auditor can rebuild a stored source and match the receipt's cubin hash. The
 // line info names "/kernel.cu", not the build directory.
 TEST_F(BuildIntegrationTest, RebuildingTheSameSourceGivesTheSameArtifactHashes) {
-  auto c =
-      candidate_from(slurp(kFixtures / "good/kernel.cu"), slurp(kFixtures / "good/manifest.json"));
+  auto c = candidate_from(read_file(kFixtures / "good/kernel.cu"),
+                          read_file(kFixtures / "good/manifest.json"));
   const auto a = evaluate(c);
   const auto b = evaluate(c);
   ASSERT_EQ(a.report.find("build")->status, GateStatus::kPass);
@@ -138,7 +127,7 @@ TEST_F(BuildIntegrationTest, EachForbiddenConstructIsCaughtByTheStaticGate) {
                                                     {"trap", "trap"}};
   for (const auto& [file, kind] : cases) {
     auto ev = evaluate(
-        candidate_from(slurp(kFixtures / ("forbidden/" + file + ".cu")), forbidden_manifest));
+        candidate_from(read_file(kFixtures / ("forbidden/" + file + ".cu")), forbidden_manifest));
     ASSERT_EQ(ev.report.find("build")->status, GateStatus::kPass)
         << file << ": " << ev.report.to_json().dump(2);
     const GateResult* st = ev.report.find("static");
@@ -166,8 +155,8 @@ TEST_F(BuildIntegrationTest, IncludeEscapesFailWithoutLeakingTheTarget) {
       {"dot-dot in cuda dir", "#include <cuda/../../../../../.." + store_blob.string() + ">\n"},
       {"etc passwd", "#include </etc/passwd>\n"},
   };
-  const std::string good = slurp(kFixtures / "good/kernel.cu");
-  const std::string manifest = slurp(kFixtures / "good/manifest.json");
+  const std::string good = read_file(kFixtures / "good/kernel.cu");
+  const std::string manifest = read_file(kFixtures / "good/manifest.json");
   for (const auto& [name, directive] : attempts) {
     auto ev = evaluate(candidate_from(directive + good, manifest));
     const GateResult* b = ev.report.find("build");
@@ -199,14 +188,14 @@ TEST_F(BuildIntegrationTest, SandboxHidesHostFilesEvenWithoutThePrescan) {
       sandbox_argv(SandboxKind::kBubblewrap, spec, {worker, "--build-dir", bd, "--include", inc}),
       so);
   EXPECT_EQ(call.exit_code, 1) << call.stderr_text; // compile error: file not found
-  const std::string result = slurp(build_dir / "result.json");
+  const std::string result = read_file(build_dir / "result.json");
   EXPECT_NE(result.find("compile_error"), std::string::npos) << result;
   EXPECT_EQ(result.find(kMarker), std::string::npos) << "sandbox exposed the planted file";
   EXPECT_EQ((call.stdout_text + call.stderr_text).find(kMarker), std::string::npos);
 }
 
 TEST_F(BuildIntegrationTest, CompileBombIsStoppedAtTheDeadline) {
-  const std::string bomb = slurp(kFixtures / "bomb/kernel.cu");
+  const std::string bomb = read_file(kFixtures / "bomb/kernel.cu");
   BuildOptions b;
   b.deadline = std::chrono::milliseconds(2000);
   const auto t0 = std::chrono::steady_clock::now();
@@ -223,7 +212,7 @@ TEST_F(BuildIntegrationTest, CompileBombIsStoppedAtTheDeadline) {
 }
 
 TEST_F(BuildIntegrationTest, CompileBombHitsTheMemoryLimit) {
-  const std::string bomb = slurp(kFixtures / "bomb/kernel.cu");
+  const std::string bomb = read_file(kFixtures / "bomb/kernel.cu");
   BuildOptions b;
   b.deadline = std::chrono::milliseconds(60000);
   b.address_space_mib = 768;
@@ -249,7 +238,7 @@ TEST_F(BuildIntegrationTest, CompileErrorIsReducedAndRedacted) {
 }
 
 TEST_F(BuildIntegrationTest, MalformedManifestsGiveNamedContractErrors) {
-  const std::string src = slurp(kFixtures / "good/kernel.cu");
+  const std::string src = read_file(kFixtures / "good/kernel.cu");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"("block_threads": 256)", R"("block_threads": 100)"},
       {R"("h_min": 1)", R"("h_min": 70000)"},
@@ -257,7 +246,7 @@ TEST_F(BuildIntegrationTest, MalformedManifestsGiveNamedContractErrors) {
       {R"("target": "sm_90")", R"("target": "sm_100")"}};
   const std::vector<std::string> fields = {"launch.block_threads", "dispatch.h_min",
                                            "entry_points.float8", "target"};
-  const std::string manifest = slurp(kFixtures / "good/manifest.json");
+  const std::string manifest = read_file(kFixtures / "good/manifest.json");
   for (std::size_t i = 0; i < cases.size(); ++i) {
     std::string m = manifest;
     const auto pos = m.find(cases[i].first);

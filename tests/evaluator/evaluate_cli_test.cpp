@@ -10,6 +10,7 @@
 
 #include "evaluator/sandbox.h"
 #include "evaluator/subprocess.h"
+#include "tests/support/sandbox_check.h"
 
 namespace kloop::evaluator {
 namespace {
@@ -29,8 +30,8 @@ ToolCall kloop(const std::vector<std::string>& args) {
 class EvaluateCliTest : public ::testing::Test {
 protected:
   void SetUp() override {
-    if (!fs::exists(kKloop)) GTEST_SKIP() << kKloop << " not built";
-    if (!bubblewrap_available() && !unshare_available()) GTEST_SKIP() << "no sandbox here";
+    ASSERT_TRUE(fs::exists(kKloop)) << kKloop << " not built (the test target depends on it)";
+    KLOOP_REQUIRE_SANDBOX_OR_SKIP();
   }
 };
 

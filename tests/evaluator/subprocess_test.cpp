@@ -9,6 +9,7 @@
 
 #include "evaluator/build.h"
 #include "evaluator/subprocess.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::evaluator {
 namespace {
@@ -48,17 +49,14 @@ TEST(SubprocessTest, MissingExecutableIsInfraError) {
   EXPECT_THROW(run_subprocess({"/nonexistent/tool"}, {}), InfraError);
 }
 
-std::string slurp(const std::filesystem::path& p) {
-  std::stringstream ss;
-  ss << std::ifstream(p).rdbuf();
-  return ss.str();
-}
+using test_support::read_file;
 
 // The good fixture builds under each isolation this machine offers; the choice is recorded.
 TEST(SandboxVariantsTest, UnshareAndNoSandboxBuildsAreRecorded) {
   if (!std::filesystem::exists("/usr/local/cuda/include/cuda_fp16.h")) GTEST_SKIP() << "no CUDA";
   const auto dir = std::filesystem::path(KLOOP_SOURCE_DIR) / "tests/evaluator/fixtures/good";
-  auto parsed = rmsnorm::parse_manifest(slurp(dir / "manifest.json"), slurp(dir / "kernel.cu"));
+  auto parsed =
+      rmsnorm::parse_manifest(read_file(dir / "manifest.json"), read_file(dir / "kernel.cu"));
   ASSERT_TRUE(parsed.manifest);
   std::vector<std::pair<SandboxRequest, std::string>> kinds = {
       {SandboxRequest::kNoSandbox, "none"}};
@@ -66,7 +64,7 @@ TEST(SandboxVariantsTest, UnshareAndNoSandboxBuildsAreRecorded) {
   for (const auto& [req, name] : kinds) {
     BuildOptions b;
     b.sandbox = req;
-    auto r = build_candidate(slurp(dir / "kernel.cu"), *parsed.manifest, b);
+    auto r = build_candidate(read_file(dir / "kernel.cu"), *parsed.manifest, b);
     EXPECT_EQ(r.gate.status, GateStatus::kPass) << name << ": " << r.gate.reason;
     EXPECT_EQ(r.gate.evidence["sandbox"], name);
     EXPECT_EQ(r.sandbox, name);

@@ -10,13 +10,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "kernels/rmsnorm/cases.h"
+#include "tests/gpu/family_cases.h"
 #include "tests/gpu/gpu_test_support.h"
 #include "tests/offline/variant_param_name.h"
 
@@ -24,26 +24,6 @@ namespace kloop::gputest {
 namespace {
 
 using evaluator::GateStatus;
-
-std::vector<std::string> family_variants() {
-  std::vector<std::string> out;
-  std::stringstream in(KLOOP_GPU_FAMILY_LIST);
-  for (std::string name; std::getline(in, name, ',');)
-    if (!name.empty()) out.push_back(name);
-  return out;
-}
-
-// A contiguous call of rows x h with normal values.
-rmsnorm::CaseSpec large_call(DType dtype, std::int64_t rows, std::int64_t h) {
-  rmsnorm::CaseSpec s;
-  s.name = "family-large-" + std::to_string(rows) + "x" + std::to_string(h);
-  s.family = "family";
-  s.dtype = dtype;
-  s.outer = {rows};
-  s.h = h;
-  s.seed = 11;
-  return s;
-}
 
 class GpuFamilyTest : public ::testing::TestWithParam<std::string> {};
 
@@ -56,16 +36,10 @@ TEST_P(GpuFamilyTest, PassesThePublicSuiteAndCallsLargerThanL2) {
   ASSERT_EQ(r.status, GateStatus::kPass) << describe(r);
   EXPECT_GT(r.result.at("evidence").at("path_counts").at("candidate").get<int>(), 0);
 
-  const rmsnorm::CaseSpec bf16 = large_call(DType::kBFloat16, 8200, 4100);
-  const rmsnorm::CaseSpec f32 = large_call(DType::kFloat32, 4200, 4096);
-  for (const auto& s : {bf16, f32})
-    ASSERT_GT(s.numel() * (s.dtype == DType::kFloat32 ? 4 : 2), 64LL << 20) << s.name;
-  // 126-127 full vectors per row (after a peel head of up to 7 elements): one warp per row with
-  // -wr.
-  const rmsnorm::CaseSpec warp_bf16 = large_call(DType::kBFloat16, 32768, 1009);
-  const rmsnorm::CaseSpec warp_f32 = large_call(DType::kFloat32, 8192, 509);
-  const nlohmann::json cases = nlohmann::json::array(
-      {bf16.to_json(), f32.to_json(), warp_bf16.to_json(), warp_f32.to_json()});
+  // Their sizes and routes are checked on the CPU (gpu_artifacts_cpu_test).
+  nlohmann::json cases = nlohmann::json::array();
+  for (const auto& s : family_large_calls())
+    cases.push_back(s.to_json());
   const auto big = run_correctness(&c, cases, std::chrono::seconds(240), {{"concurrency", false}});
   ASSERT_EQ(big.status, GateStatus::kPass) << describe(big);
   EXPECT_EQ(big.result.at("suite").at("passed").get<std::size_t>(), 4u);

@@ -11,15 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/gpu_runner.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::gputest {
 
-inline std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test_support::read_file;
 
 // A candidate in the tree: kernels/rmsnorm/<rel> (source, manifest) + its built cubin.
 struct TreeCandidate {
@@ -34,16 +30,16 @@ struct TreeCandidate {
 inline TreeCandidate load_candidate(const std::filesystem::path& dir) {
   TreeCandidate c;
   c.name = dir.filename().string();
-  c.source = slurp(dir / "kernel.cu");
-  c.manifest_text = slurp(dir / "manifest.json");
+  c.source = read_file(dir / "kernel.cu");
+  c.manifest_text = read_file(dir / "manifest.json");
   // The device script carries the cubins in .device-bundle/corpus and points KLOOP_CORPUS_BIN
   // there.
   const char* env = std::getenv("KLOOP_CORPUS_BIN");
   const std::filesystem::path bin = std::filesystem::path(env ? env : KLOOP_CORPUS_BIN) / c.name;
-  c.cubin = slurp(bin / "kernel.cubin");
-  c.ptx = slurp(bin / "kernel.ptx");
+  c.cubin = read_file(bin / "kernel.cubin");
+  c.ptx = read_file(bin / "kernel.ptx");
   if (std::filesystem::exists(dir / "expect.json"))
-    c.expect = nlohmann::json::parse(slurp(dir / "expect.json"));
+    c.expect = nlohmann::json::parse(read_file(dir / "expect.json"));
   return c;
 }
 

@@ -11,6 +11,7 @@
 
 #include "evaluator/subprocess.h"
 #include "mutation/worker_backend.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::mutation {
 namespace {
@@ -89,10 +90,7 @@ TEST(CheckerCoverageCli, BadFlagsAreRefusedBeforeTheAnalysisAndLoseNoRecord) {
   r = run({"--record", rec, "--check-record", rec});
   EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
   EXPECT_NE(r.stderr_text.find("same file"), std::string::npos) << r.stderr_text;
-  std::ifstream in(rec);
-  std::stringstream kept;
-  kept << in.rdbuf();
-  EXPECT_EQ(kept.str(), original);
+  EXPECT_EQ(test_support::read_file(rec), original);
   r = run({"--record", dir + "/missing/record.json"});
   EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
   EXPECT_NE(r.stderr_text.find("cannot write --record"), std::string::npos) << r.stderr_text;

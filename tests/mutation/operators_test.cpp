@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "mutation/operators.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::mutation {
 namespace {
@@ -180,12 +181,10 @@ TEST(MutationOperatorsTest, SelectionDropsMutantsIdenticalToTheOriginalOrAnEarli
 }
 
 TEST(MutationOperatorsTest, EveryOperatorHasSitesInTheInTreeBaseline) {
-  std::ifstream in(std::string(KLOOP_SOURCE_DIR) + "/kernels/rmsnorm/baseline/kernel.cu");
-  ASSERT_TRUE(in);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string src = test_support::read_file(std::string(KLOOP_SOURCE_DIR) +
+                                                  "/kernels/rmsnorm/baseline/kernel.cu");
   for (const OperatorInfo& op : operators())
-    EXPECT_FALSE(mutants_of(ss.str(), op.name).empty()) << op.name << " has no site";
+    EXPECT_FALSE(mutants_of(src, op.name).empty()) << op.name << " has no site";
   EXPECT_FALSE(is_operator("bogus"));
   EXPECT_TRUE(is_operator("barrier-remove"));
 }

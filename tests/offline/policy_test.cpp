@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/rmsnorm/family_policy.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::rmsnorm {
 namespace {
@@ -30,9 +31,8 @@ json pending_report() {
 }
 
 json read_fixture(const std::string& name) {
-  std::ifstream in(std::string(KLOOP_SOURCE_DIR) + "/tests/offline/fixtures/" + name);
-  if (!in) throw std::runtime_error("cannot open fixture " + name);
-  return json::parse(in);
+  return json::parse(
+      test_support::read_file(std::string(KLOOP_SOURCE_DIR) + "/tests/offline/fixtures/" + name));
 }
 
 // The benchmark gate's CUPTI stall evidence as the producer wrote it on an H200

@@ -167,6 +167,131 @@ TEST(BenchStatsTest, KernelSlotOrderRotatesTheTimedPathsThroughEveryPosition) {
   EXPECT_THROW(kernel_slot_order(-1), std::invalid_argument);
 }
 
+// Known distributions: a skewed one (log-normal, median e^mu = 1, mean e^(1/2)), a heavy-tailed
+// one (Cauchy, no mean at all) and times with rare large outliers (interrupts, clock changes).
+std::vector<double> lognormal(int n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::lognormal_distribution<double> d(0.0, 1.0);
+  std::vector<double> v;
+  for (int i = 0; i < n; ++i)
+    v.push_back(d(rng));
+  return v;
+}
+std::vector<double> cauchy(double median, double scale, int n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::cauchy_distribution<double> d(median, scale);
+  std::vector<double> v;
+  for (int i = 0; i < n; ++i)
+    v.push_back(d(rng));
+  return v;
+}
+// Times around `center` (1 % noise) where every 20th sample (from sample seed % 20 on) is 10 times
+// longer.
+std::vector<double> with_outliers(double center, int n, std::uint64_t seed) {
+  std::vector<double> v = noisy(center, 0.01, n, seed);
+  for (std::size_t i = seed % 20; i < v.size(); i += 20)
+    v[i] *= 10;
+  return v;
+}
+
+TEST(BenchStatsKnownDistributionTest, MedianOfASkewedDistributionIsItsMedianNotItsMean) {
+  const auto v = lognormal(4001, 21);
+  double mean = 0;
+  for (double x : v)
+    mean += x / static_cast<double>(v.size());
+  EXPECT_NEAR(median(v), 1.0, 0.08); // standard error about 0.02 at n = 4001
+  EXPECT_GT(mean, 1.5);              // e^(1/2) = 1.65
+  const Interval ci = median_ci95(v);
+  EXPECT_LE(ci.lo, 1.0);
+  EXPECT_GE(ci.hi, 1.0);
+  EXPECT_LT(ci.hi, mean) << "the interval is about the median, far below the mean";
+  const Interval boot = bootstrap_median_ci(v, 0.95, 400);
+  EXPECT_LE(boot.lo, 1.0);
+  EXPECT_GE(boot.hi, 1.0);
+}
+
+TEST(BenchStatsKnownDistributionTest, MedianIntervalCoversTheTrueMedianAboutNinetyFivePercent) {
+  // 400 independent samples of 101 log-normal and 101 Cauchy values: the order-statistic 95 %
+  // interval must cover the true median (1 and 2) in about 95 % of them (binomial sd 1.1 %).
+  for (const bool heavy : {false, true}) {
+    int covered = 0;
+    for (std::uint64_t t = 0; t < 400; ++t) {
+      const auto v = heavy ? cauchy(2.0, 0.5, 101, 1000 + t) : lognormal(101, 1000 + t);
+      const double truth = heavy ? 2.0 : 1.0;
+      const Interval ci = median_ci95(v);
+      covered += ci.lo <= truth && truth <= ci.hi;
+    }
+    EXPECT_GE(covered, 372) << (heavy ? "cauchy" : "lognormal"); // 93 %
+    EXPECT_LE(covered, 396) << (heavy ? "cauchy" : "lognormal"); // 99 %: not vacuously wide
+  }
+}
+
+TEST(BenchStatsKnownDistributionTest, HeavyTailsAndOutliersDoNotMoveTheSpeedDecision) {
+  // Cauchy times: the median is still found where the mean does not exist.
+  const auto c = cauchy(1.0, 0.01, 2001, 5);
+  EXPECT_NEAR(median(c), 1.0, 0.002);
+  const Interval b = bootstrap_median_ci(c, 0.95, 400);
+  EXPECT_LE(b.lo, 1.0);
+  EXPECT_GE(b.hi, 1.0);
+  EXPECT_LT(b.hi - b.lo, 0.003);
+  // A 20 % faster candidate and an A/A partner, every 20th call 10x slower on all three paths.
+  const auto base = with_outliers(1.0, 200, 30);
+  const auto cand = with_outliers(0.8, 200, 31);
+  const auto aa = with_outliers(1.0, 200, 32);
+  const PairedRatio r = paired_ratio(cand, base);
+  const PairedRatio same = paired_ratio(aa, base);
+  EXPECT_NEAR(r.ratio, 0.8, 0.02);
+  EXPECT_NEAR(same.ratio, 1.0, 0.02);
+  EXPECT_LT(noise_floor(same), 0.05);
+  EXPECT_EQ(decide_speed(r, noise_floor(same)), SpeedDecision::kFaster);
+  EXPECT_EQ(decide_speed(same, noise_floor(same)), SpeedDecision::kIndistinguishable);
+}
+
+TEST(BenchStatsKnownDistributionTest, OrderStatisticIntervalUsesTheDocumentedRanks) {
+  // Samples 1..n: the interval's ends are the order statistics of ranks
+  // floor(n/2 - 1.96 sqrt(n)/2) and ceil(n/2 + 1.96 sqrt(n)/2) + 1 (1-based), clamped.
+  const auto ranks = [](int n) {
+    std::vector<double> v;
+    for (int i = n; i >= 1; --i) // unsorted input
+      v.push_back(i);
+    return median_ci95(v);
+  };
+  EXPECT_EQ(ranks(100).lo, 40); // 50 - 9.8 -> 40
+  EXPECT_EQ(ranks(100).hi, 61); // ceil(59.8) + 1
+  EXPECT_EQ(ranks(10).lo, 1);   // 5 - 3.1 -> 1
+  EXPECT_EQ(ranks(10).hi, 10);  // ceil(8.1) + 1 = 10
+  EXPECT_EQ(ranks(1).lo, 1);
+  EXPECT_EQ(ranks(1).hi, 1);
+  // numpy.quantile([1, 2, 3, 4, 100], 0.9) = 61.6 (linear interpolation of order statistics).
+  EXPECT_NEAR(quantile(std::vector<double>{100, 3, 1, 4, 2}, 0.9), 61.6, 1e-12);
+}
+
+TEST(BenchStatsKnownDistributionTest, SpeedDecisionBoundariesAreStrict) {
+  // Faster needs ci.hi strictly below 1 - floor; slower ci.lo strictly above 1 + floor. 0.25 and
+  // its complements are exact in binary, so the boundaries are hit exactly.
+  const double floor = 0.25;
+  const auto at = [](double lo, double hi) { return PairedRatio{(lo + hi) / 2, {lo, hi}, 20}; };
+  EXPECT_EQ(decide_speed(at(0.5, 0.75), floor), SpeedDecision::kIndistinguishable);
+  EXPECT_EQ(decide_speed(at(0.5, std::nextafter(0.75, 0.0)), floor), SpeedDecision::kFaster);
+  EXPECT_EQ(decide_speed(at(1.25, 1.5), floor), SpeedDecision::kIndistinguishable);
+  EXPECT_EQ(decide_speed(at(std::nextafter(1.25, 2.0), 1.5), floor), SpeedDecision::kSlower);
+  // With no floor, an interval touching 1 claims nothing.
+  EXPECT_EQ(decide_speed(at(0.9, 1.0), 0.0), SpeedDecision::kIndistinguishable);
+  EXPECT_EQ(decide_speed(at(1.0, 1.1), 0.0), SpeedDecision::kIndistinguishable);
+  // The floor is the largest of the three A/A distances from 1, whichever it is.
+  EXPECT_EQ(noise_floor(PairedRatio{1.0, {0.75, 1.125}, 20}), 0.25); // 1 - lo
+  EXPECT_EQ(noise_floor(PairedRatio{1.0, {0.875, 1.5}, 20}), 0.5);   // hi - 1
+  EXPECT_EQ(noise_floor(PairedRatio{0.5, {0.75, 0.875}, 20}), 0.5);  // |ratio - 1|
+  EXPECT_EQ(noise_floor(PairedRatio{1.0, {1.0, 1.0}, 20}), 0.0);
+  // The stopping rule: exactly at the target is not converged (strict), and below min_samples
+  // nothing is.
+  std::vector<double> v(10, 1.0);
+  EXPECT_EQ(relative_half_width(v), 0.0);
+  EXPECT_TRUE(noise_converged(v, 0.01, 10));
+  EXPECT_FALSE(noise_converged(v, 0.0, 10));
+  EXPECT_FALSE(noise_converged(std::vector<double>(9, 1.0), 0.01, 10));
+}
+
 // Samples of `rounds` rounds of one kernel timed in every slot, with a multiplicative bias per slot
 // position and 0.3 % noise: what the worker records for identical code in every path.
 std::map<std::string, std::vector<double>>

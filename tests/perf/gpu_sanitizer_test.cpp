@@ -1,10 +1,13 @@
 // GPU tier of the sanitizer gate: the real worker in "sanitize" mode under the real
 // compute-sanitizer (memcheck, racecheck, initcheck, synccheck) and the shared-memory poisoning
-// method, on the defect corpus and on the in-tree baseline (kernels/rmsnorm/corpus, baseline).
+// method, on the defect corpus's sanitizer cases (tests/gpu/sanitizer_cases.h) and on the in-tree
+// baseline. A missing compute-sanitizer fails these tests (they run only where a device is).
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -12,20 +15,13 @@
 #include "evaluator/sanitizer.h"
 #include "evaluator/subprocess.h"
 #include "tests/gpu/gpu_test_support.h"
+#include "tests/gpu/sanitizer_cases.h"
 
 namespace kloop::evaluator::sanitizer {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-// Small representative cases: tails around a 256-thread tile, all dtypes, a strided view.
-json small_cases() {
-  return json::array({{{"dtype", "float32"}, {"rows", 3}, {"h", 257}, {"x_row_stride", 257}},
-                      {{"dtype", "float16"}, {"rows", 2}, {"h", 1009}, {"x_row_stride", 1009}},
-                      {{"dtype", "bfloat16"}, {"rows", 3}, {"h", 129}, {"x_row_stride", 129}},
-                      {{"dtype", "bfloat16"}, {"rows", 4}, {"h", 1000}, {"x_row_stride", 1032}}});
-}
 
 std::string sanitizer_path() {
   const char* env = std::getenv("KLOOP_COMPUTE_SANITIZER");
@@ -45,7 +41,7 @@ GateResult sanitize(const std::string& rel) {
                  {"cubin", "kernel.cubin"},
                  {"source", "kernel.cu"},
                  {"manifest", json::parse(c.manifest_text)},
-                 {"sanitize", {{"cases", small_cases()}}}};
+                 {"sanitize", {{"cases", gputest::sanitizer_small_cases()}}}};
   std::ofstream(dir / "request.json") << req.dump();
   GateConfig cfg;
   cfg.sanitizer_path = sanitizer_path();
@@ -70,14 +66,19 @@ const json& tool(const GateResult& g, const std::string& name) {
   return none;
 }
 
-class GpuSanitizerTest : public testing::Test {
-protected:
-  void SetUp() override {
-    if (sanitizer_path().empty()) GTEST_SKIP() << "compute-sanitizer not installed";
-  }
-};
+// On a machine with a usable device (the only place these tests run: gpu_test_main.cpp) the CUDA
+// toolkit's compute-sanitizer is part of the gate, so a missing one fails, never skips.
+void require_sanitizer() {
+  ASSERT_FALSE(sanitizer_path().empty())
+      << "compute-sanitizer not found at "
+      << (std::getenv("KLOOP_COMPUTE_SANITIZER") ? std::getenv("KLOOP_COMPUTE_SANITIZER")
+                                                 : "/usr/local/cuda/bin/compute-sanitizer")
+      << " on a machine with a GPU; install the CUDA toolkit's compute-sanitizer or point "
+         "KLOOP_COMPUTE_SANITIZER at it";
+}
 
-TEST_F(GpuSanitizerTest, BaselineIsCleanUnderAllFourToolsAndPoisoning) {
+TEST(GpuSanitizerTest, BaselineIsCleanUnderAllFourToolsAndPoisoning) {
+  require_sanitizer();
   const GateResult g = sanitize("baseline");
   EXPECT_EQ(g.status, GateStatus::kPass) << g.reason << "\n" << g.evidence.dump(1);
   for (auto t : kTools)
@@ -86,29 +87,29 @@ TEST_F(GpuSanitizerTest, BaselineIsCleanUnderAllFourToolsAndPoisoning) {
   EXPECT_FALSE(g.evidence["tool_version"].get<std::string>().empty());
 }
 
-TEST_F(GpuSanitizerTest, MissingBarrierIsCaughtByRacecheck) {
-  const GateResult g = sanitize("corpus/seed_missing_barrier");
-  EXPECT_EQ(g.status, GateStatus::kFail);
-  EXPECT_EQ(tool(g, "racecheck")["outcome"], "hazards") << g.evidence.dump(1);
+// Each corpus defect of tests/gpu/sanitizer_cases.h that a compute-sanitizer tool must catch:
+// rejected, with that tool reporting hazards (the multi-row race of P15 included).
+class GpuSanitizerCaseTest : public testing::TestWithParam<gputest::SanitizerCase> {};
+
+TEST_P(GpuSanitizerCaseTest, DefectIsCaughtByItsTool) {
+  require_sanitizer();
+  const gputest::SanitizerCase c = GetParam();
+  const GateResult g = sanitize("corpus/" + std::string(c.entry));
+  EXPECT_EQ(g.status, GateStatus::kFail) << g.reason;
+  EXPECT_EQ(tool(g, std::string(c.tool))["outcome"], "hazards") << g.evidence.dump(1);
 }
 
-TEST_F(GpuSanitizerTest, SharedIndexPastAllocationIsCaughtByMemcheck) {
-  const GateResult g = sanitize("corpus/seed_smem_index_oob");
-  EXPECT_EQ(g.status, GateStatus::kFail);
-  EXPECT_EQ(tool(g, "memcheck")["outcome"], "hazards") << g.evidence.dump(1);
+std::vector<gputest::SanitizerCase> tool_cases() {
+  std::vector<gputest::SanitizerCase> out;
+  for (const auto& c : gputest::kSanitizerCases)
+    if (c.tool != "poison") out.push_back(c);
+  return out;
 }
 
-TEST_F(GpuSanitizerTest, UninitialisedGlobalReadIsCaughtByInitcheck) {
-  const GateResult g = sanitize("corpus/uninit_global_read");
-  EXPECT_EQ(g.status, GateStatus::kFail);
-  EXPECT_EQ(tool(g, "initcheck")["outcome"], "hazards") << g.evidence.dump(1);
-}
-
-TEST_F(GpuSanitizerTest, BarrierInDivergentBranchIsCaughtBySynccheck) {
-  const GateResult g = sanitize("corpus/divergent_barrier");
-  EXPECT_EQ(g.status, GateStatus::kFail);
-  EXPECT_EQ(tool(g, "synccheck")["outcome"], "hazards") << g.evidence.dump(1);
-}
+INSTANTIATE_TEST_SUITE_P(Corpus, GpuSanitizerCaseTest, testing::ValuesIn(tool_cases()),
+                         [](const testing::TestParamInfo<gputest::SanitizerCase>& info) {
+                           return std::string(info.param.entry);
+                         });
 
 // Poisoning alone (no compute-sanitizer): the worker's sanitize mode through the real runner.
 TEST(GpuPoisonTest, UninitialisedSharedReadIsCaughtByPoisoningAndBaselineIsNot) {
@@ -119,7 +120,7 @@ TEST(GpuPoisonTest, UninitialisedSharedReadIsCaughtByPoisoningAndBaselineIsNot) 
     req.cubin = c.cubin;
     req.source = c.source;
     req.manifest = json::parse(c.manifest_text);
-    req.options = {{"sanitize", {{"cases", small_cases()}}}};
+    req.options = {{"sanitize", {{"cases", gputest::sanitizer_small_cases()}}}};
     GpuRunOptions opt;
     opt.deadline = std::chrono::milliseconds(60000);
     const GpuRunResult r = run_gpu_worker(req, opt);

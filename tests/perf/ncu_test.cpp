@@ -11,6 +11,7 @@
 
 #include "evaluator/gate.h"
 #include "evaluator/ncu.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::evaluator::ncu {
 namespace {
@@ -18,11 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string fixture(const std::string& name) {
-  std::ifstream in(std::string(KLOOP_PERF_FIXTURES) + "/" + name);
-  std::stringstream s;
-  s << in.rdbuf();
-  EXPECT_FALSE(s.str().empty()) << name;
-  return s.str();
+  return test_support::read_file(fs::path(KLOOP_PERF_FIXTURES) / name);
 }
 
 TEST(NcuUnitsTest, ConvertsSiByteMultiplesAndTimeUnitsToBaseUnits) {
@@ -145,15 +142,7 @@ TEST(NcuEvidenceTest, NonZeroExitTimeoutAndEmptyReportAreFailuresWithReasons) {
   EXPECT_FALSE(ev.contains("read_bytes"));
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "kloop-ncu-test-XXXXXX").string();
-    EXPECT_NE(::mkdtemp(t.data()), nullptr);
-    path = t;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using test_support::TempDir;
 
 TEST(NcuRunTest, MissingNcuIsNotRunWithTheReason) {
   RunConfig config;
@@ -168,9 +157,9 @@ TEST(NcuRunTest, RunsVersionThenTheProfiledWorkerAndRecordsBothProcesses) {
   RunConfig config;
   config.ncu_path = "/opt/ncu/ncu";
   config.kernel_name = "rms_f32";
-  config.worker_argv = {"/bin/kloop-gpu-worker", dir.path.string()};
-  config.work_dir = dir.path.string();
-  config.worker_result_path = (dir.path / "result.json").string();
+  config.worker_argv = {"/bin/kloop-gpu-worker", dir.dir().string()};
+  config.work_dir = dir.dir().string();
+  config.worker_result_path = (dir.dir() / "result.json").string();
   config.logical_unique_bytes = 1572864;
   std::vector<std::vector<std::string>> seen;
   std::chrono::milliseconds profiled_deadline{0};
@@ -184,8 +173,8 @@ TEST(NcuRunTest, RunsVersionThenTheProfiledWorkerAndRecordsBothProcesses) {
                       "(build 36398880) (public-release)\n";
     } else {
       profiled_deadline = o.deadline;
-      std::ofstream(dir.path / "ncu.csv") << fixture("ncu_dram_small_units.csv");
-      std::ofstream(dir.path / "result.json")
+      std::ofstream(dir.dir() / "ncu.csv") << fixture("ncu_dram_small_units.csv");
+      std::ofstream(dir.dir() / "result.json")
           << R"({"status":"pass","bench":{"shapes":[{"route":"candidate"}]},)"
              R"("device_memory":{"peak_allocated_bytes":3145728,"allocations":3}})";
     }
@@ -197,7 +186,7 @@ TEST(NcuRunTest, RunsVersionThenTheProfiledWorkerAndRecordsBothProcesses) {
   EXPECT_EQ(ev["tool_version"], "2025.3.1.0");
   EXPECT_EQ(ev["route"], "candidate");
   ASSERT_EQ(seen.size(), 2u);
-  EXPECT_EQ(seen[1], command("/opt/ncu/ncu", "rms_f32", (dir.path / "ncu.csv").string(),
+  EXPECT_EQ(seen[1], command("/opt/ncu/ncu", "rms_f32", (dir.dir() / "ncu.csv").string(),
                              config.worker_argv));
   EXPECT_EQ(profiled_deadline, std::chrono::milliseconds(30000));
   ASSERT_EQ(calls.size(), 2u);
@@ -221,10 +210,10 @@ TEST(NcuRunTest, AProcessThatCannotStartIsAFailureNotAnException) {
 
 TEST(NcuFindTest, FindsAnExecutableNcuOnPathBeforeTheToolkitFallback) {
   TempDir dir;
-  const fs::path ncu = dir.path / "ncu";
+  const fs::path ncu = dir.dir() / "ncu";
   std::ofstream(ncu) << "#!/bin/sh\n";
   ::chmod(ncu.c_str(), 0755);
-  const std::string path = "relative/bin:/nonexistent:" + dir.path.string();
+  const std::string path = "relative/bin:/nonexistent:" + dir.dir().string();
   EXPECT_EQ(find_ncu(path.c_str()), ncu.string());
   const std::string fallback =
       ::access("/usr/local/cuda/bin/ncu", X_OK) == 0 ? "/usr/local/cuda/bin/ncu" : "";

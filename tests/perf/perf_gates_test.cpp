@@ -6,46 +6,19 @@
 #include <gtest/gtest.h>
 
 #include "evaluator/perf_gates.h"
+#include "tests/support/bench_result.h"
 
 namespace kloop::evaluator::perf {
 namespace {
 
 using nlohmann::json;
 
-std::vector<double> noisy(double center, int n, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> d(center, center * 0.01);
-  std::vector<double> v;
-  for (int i = 0; i < n; ++i)
-    v.push_back(d(rng));
-  return v;
-}
-
-// One shape with a cold state; the candidate takes cand_ms, the baseline base_ms.
+// Synthetic worker results (tests/support/bench_result.h).
 json shape(std::int64_t rows, std::int64_t h, const char* dtype, double cand_ms, double base_ms) {
-  return {{"rows", rows},
-          {"h", h},
-          {"dtype", dtype},
-          {"shape_class", "streaming"},
-          {"states",
-           {{{"state", "cold"},
-             {"rounds", 40},
-             {"stop", "noise"},
-             {"input_sets", 1},
-             {"samples",
-              {{"candidate_kernel", noisy(cand_ms, 80, 1)},
-               {"baseline_kernel", noisy(base_ms, 80, 2)},
-               {"aa_kernel", noisy(base_ms, 80, 3)},
-               {"reference_kernel", noisy(base_ms * 3, 80, 4)},
-               {"candidate_wrapper", noisy(cand_ms + 0.004, 80, 5)}}},
-             {"batches", {{{"first_round", 0}, {"last_round", 7}, {"throttled", true}}}},
-             {"output_checks", {{{"round", 3}, {"pass", true}}}}}}}};
+  return test_support::synthetic_bench_shape(rows, h, dtype, cand_ms, base_ms);
 }
-
 json result(json shapes) {
-  return {{"device", {{"name", "NVIDIA H200"}, {"l2_bytes", 60LL << 20}}},
-          {"copy_ceiling", {{"bytes", 1LL << 30}, {"time_ms", 0.510}}},
-          {"shapes", std::move(shapes)}};
+  return test_support::synthetic_bench_result(std::move(shapes));
 }
 
 TEST(PerfGatesTest, FasterCandidateIsDecidedFasterWithNoiseFloorAndClasses) {

@@ -10,15 +10,13 @@
 
 #include "evaluator/gpu_runner.h"
 #include "evaluator/sanitizer.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::evaluator::sanitizer {
 namespace {
 
 std::string fixture(const std::string& name) {
-  std::ifstream in(std::string(KLOOP_PERF_FIXTURES) + "/" + name);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return test_support::read_file(std::string(KLOOP_PERF_FIXTURES) + "/" + name);
 }
 
 ToolCall call_with(int exit_code, bool timed_out = false) {

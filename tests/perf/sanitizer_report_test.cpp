@@ -6,16 +6,13 @@
 #include <gtest/gtest.h>
 
 #include "evaluator/sanitizer.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::evaluator::sanitizer {
 namespace {
 
 std::string fixture(const std::string& name) {
-  std::ifstream in(std::string(KLOOP_PERF_FIXTURES) + "/" + name);
-  EXPECT_TRUE(in) << name;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return test_support::read_file(std::string(KLOOP_PERF_FIXTURES) + "/" + name);
 }
 
 TEST(SanitizerReportTest, MemcheckOutOfBoundsReadsKindSizeSymbolAndLine) {

@@ -12,6 +12,7 @@
 #include "evaluator/subprocess.h"
 #include "store/error.h"
 #include "store/store.h"
+#include "tests/support/test_files.h"
 
 namespace kloop {
 namespace {
@@ -68,15 +69,7 @@ TEST(WorkerMemoryTest, SelfPeakRssIsPositive) {
   EXPECT_GT(evaluator::self_max_rss_kib(), 0);
 }
 
-struct TempStore {
-  fs::path dir;
-  TempStore() {
-    std::string t = (fs::temp_directory_path() / "kloop-wm-test-XXXXXX").string();
-    EXPECT_NE(::mkdtemp(t.data()), nullptr);
-    dir = t;
-  }
-  ~TempStore() { fs::remove_all(dir); }
-};
+using test_support::TempDir;
 
 evaluator::ToolCall process(std::vector<std::string> argv, nlohmann::json detail, long rss) {
   evaluator::ToolCall c;
@@ -105,8 +98,8 @@ std::int64_t record_one_iteration(store::Store& st, const evaluator::Evaluation&
 }
 
 TEST(WorkerMemoryTest, RecorderStoresEveryProcessAndTiesDeviceMemoryToItsRow) {
-  TempStore t;
-  store::Store st = store::Store::open(t.dir.string());
+  TempDir t;
+  store::Store st = store::Store::open(t.path());
   evaluator::Evaluation ev;
   ev.report.verdict = evaluator::Verdict::kReject;
   ev.report.gates = {{"roofline",
@@ -170,8 +163,8 @@ TEST(WorkerMemoryTest, RecorderStoresEveryProcessAndTiesDeviceMemoryToItsRow) {
 }
 
 TEST(WorkerMemoryTest, RecorderKeepsTheCorrectnessCaseResultsAsABlobAndAnArtifact) {
-  TempStore t;
-  store::Store st = store::Store::open(t.dir.string());
+  TempDir t;
+  store::Store st = store::Store::open(t.path());
   const nlohmann::json cases = {{{"case_name", "P5-tiny-row-float32"}, {"pass", true}},
                                 {{"case_name", "P8-offset-float16"}, {"pass", true}}};
   evaluator::Evaluation ev;
@@ -194,8 +187,8 @@ TEST(WorkerMemoryTest, RecorderKeepsTheCorrectnessCaseResultsAsABlobAndAnArtifac
 }
 
 TEST(WorkerMemoryTest, SessionParamRecordsPeakRssAndShowPrintsIt) {
-  TempStore t;
-  store::Store st = store::Store::open(t.dir.string());
+  TempDir t;
+  store::Store st = store::Store::open(t.path());
   store::SessionRecord s{.operator_name = "weighted_rmsnorm",
                          .provider = "offline",
                          .params = {{"base_url", "http://x"}}};

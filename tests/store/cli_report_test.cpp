@@ -45,10 +45,7 @@ std::string bin(const char* name) {
 }
 
 std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return test_support::read_file(path);
 }
 
 TEST(StoreCliTest, SessionsShowCompareVerifyAndReceiptRoundTrip) {

@@ -1,29 +1,8 @@
 #include "tests/store/fixture.h"
 
-#include <stdlib.h>
-
-#include <filesystem>
-
 #include <fmt/core.h>
 
 namespace kloop::store::testing {
-
-TempDir::TempDir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "kloop-store-test-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  // Restore write permission so read-only test directories can be removed.
-  for (auto& e : std::filesystem::recursive_directory_iterator(path_, ec))
-    std::filesystem::permissions(e.path(), std::filesystem::perms::owner_all,
-                                 std::filesystem::perm_options::add, ec);
-  std::filesystem::permissions(path_, std::filesystem::perms::owner_all,
-                               std::filesystem::perm_options::add, ec);
-  std::filesystem::remove_all(path_, ec);
-}
 
 std::int64_t write_fake_iteration(Store& st, std::int64_t session_id, int index, bool pass,
                                   bool full_evidence) {

@@ -6,21 +6,11 @@
 #include <string>
 
 #include "store/store.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::store::testing {
 
-// A fresh empty directory under $TMPDIR (removed by the destructor).
-class TempDir {
-public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
-private:
-  std::string path_;
-};
+using kloop::test_support::TempDir; // a fresh empty directory under $TMPDIR (tests/support)
 
 // Rows written per fake iteration (the kill test checks each committed iteration has all).
 inline constexpr int kGatesPerCandidate = 7;

@@ -20,6 +20,7 @@
 #include "store/sqlite.h"
 #include "store/store.h"
 #include "tests/store/fixture.h"
+#include "tests/support/test_files.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -27,26 +28,8 @@ using namespace kloop;
 
 namespace {
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-class TempDir {
-public:
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "kloop-export-test-XXXXXX").string();
-    if (!::mkdtemp(t.data())) throw std::runtime_error("mkdtemp");
-    path_ = t;
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
-private:
-  fs::path path_;
-};
+using test_support::read_file;
+using test_support::TempDir;
 
 // Non-default predicate values, so the generated _config.py cannot match by accident.
 const char* kManifest = R"({"contract":"weighted_rmsnorm/1",
@@ -207,15 +190,15 @@ TEST(RolloutFile, ErrorsNameTheField) {
 
 TEST(TorchExport, PromotedSessionWritesPackageWithManifestValuesAndIdenticalCubin) {
   TempDir t;
-  auto st = store::Store::open((t.path() / "store").string());
+  auto st = store::Store::open((t.dir() / "store").string());
   const auto s = write_session(st, store::Decision::kPromoted);
   agent::TorchExportOptions o;
   o.rollout = rollout();
-  const auto r = agent::export_torch_package(st, s.id, t.path() / "out", o);
+  const auto r = agent::export_torch_package(st, s.id, t.dir() / "out", o);
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_TRUE(r.promoted);
   EXPECT_EQ(r.candidate_id, s.candidate_id);
-  const fs::path pkg = t.path() / "out" / "kloop_rmsnorm";
+  const fs::path pkg = t.dir() / "out" / "kloop_rmsnorm";
   for (const char* f :
        {"__init__.py", "_config.py", "_dispatch.py", "_launch.py", "_reference.py", "shadow.py",
         "kernel.cubin", "manifest.json", "receipt.json", "export.json", "README.md"})
@@ -263,21 +246,21 @@ TEST(TorchExport, PromotedSessionWritesPackageWithManifestValuesAndIdenticalCubi
 
 TEST(TorchExport, RefusesUnpromotedSessionUnlessAllowedAndThenSaysSo) {
   TempDir t;
-  auto st = store::Store::open((t.path() / "store").string());
+  auto st = store::Store::open((t.dir() / "store").string());
   const auto s = write_session(st, store::Decision::kPendingDeviceValidation);
-  const auto refused = agent::export_torch_package(st, s.id, t.path() / "out", {});
+  const auto refused = agent::export_torch_package(st, s.id, t.dir() / "out", {});
   EXPECT_FALSE(refused.ok);
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_TRUE(has(refused.error, "not promoted")) << refused.error;
   EXPECT_TRUE(has(refused.error, "--allow-unpromoted")) << refused.error;
-  EXPECT_FALSE(fs::exists(t.path() / "out" / "kloop_rmsnorm"));
+  EXPECT_FALSE(fs::exists(t.dir() / "out" / "kloop_rmsnorm"));
 
   agent::TorchExportOptions o;
   o.allow_unpromoted = true;
-  const auto r = agent::export_torch_package(st, s.id, t.path() / "out", o);
+  const auto r = agent::export_torch_package(st, s.id, t.dir() / "out", o);
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_FALSE(r.promoted);
-  const fs::path pkg = t.path() / "out" / "kloop_rmsnorm";
+  const fs::path pkg = t.dir() / "out" / "kloop_rmsnorm";
   EXPECT_TRUE(has(read_file(pkg / "_config.py"), "PROMOTED = False"));
   EXPECT_TRUE(has(read_file(pkg / "__init__.py"), "was NOT promoted"));
   EXPECT_TRUE(has(read_file(pkg / "README.md"), "NOT PROMOTED"));
@@ -288,7 +271,7 @@ TEST(TorchExport, RefusesUnpromotedSessionUnlessAllowedAndThenSaysSo) {
 
 TEST(ReceiptRollout, SigningRefusesEmptyRolloutAndNotOnceExportRecordedIt) {
   TempDir t;
-  auto st = store::Store::open((t.path() / "store").string());
+  auto st = store::Store::open((t.dir() / "store").string());
   const auto s = write_session(st, store::Decision::kPromoted);
   const auto key = store::generate_keypair();
   try {
@@ -300,7 +283,7 @@ TEST(ReceiptRollout, SigningRefusesEmptyRolloutAndNotOnceExportRecordedIt) {
   }
   agent::TorchExportOptions o;
   o.rollout = rollout();
-  ASSERT_TRUE(agent::export_torch_package(st, s.id, t.path() / "out", o).ok);
+  ASSERT_TRUE(agent::export_torch_package(st, s.id, t.dir() / "out", o).ok);
   // This fake session lacks device evidence, so signing still fails, but on the null fields.
   try {
     store::sign_session_receipt(st, s.id, key, "alice");
@@ -309,7 +292,7 @@ TEST(ReceiptRollout, SigningRefusesEmptyRolloutAndNotOnceExportRecordedIt) {
     EXPECT_FALSE(has(e.what(), "rollout")) << e.what();
     EXPECT_TRUE(has(e.what(), "block signing")) << e.what();
   }
-  json payload = json::parse(read_file(t.path() / "out/kloop_rmsnorm/receipt.json"))["payload"];
+  json payload = json::parse(read_file(t.dir() / "out/kloop_rmsnorm/receipt.json"))["payload"];
   payload["rollout"]["feature_flag_and_scope"] = "";
   EXPECT_EQ(store::empty_rollout_fields(payload),
             std::vector<std::string>{"rollout.feature_flag_and_scope"});
@@ -320,7 +303,7 @@ TEST(ReceiptRollout, SigningRefusesEmptyRolloutAndNotOnceExportRecordedIt) {
 // decided_at does not move.
 TEST(TorchExport, RolloutExportsReuseThePromotionDecision) {
   TempDir t;
-  const fs::path dir = t.path() / "store";
+  const fs::path dir = t.dir() / "store";
   auto st = store::Store::open(dir.string());
   const auto s = write_session(st, store::Decision::kPromoted);
   const auto before = promotion_rows(dir, s.id);
@@ -328,7 +311,7 @@ TEST(TorchExport, RolloutExportsReuseThePromotionDecision) {
   agent::TorchExportOptions o;
   o.rollout = rollout();
   for (const char* out : {"o1", "o2"}) {
-    const auto r = agent::export_torch_package(st, s.id, t.path() / out, o);
+    const auto r = agent::export_torch_package(st, s.id, t.dir() / out, o);
     ASSERT_TRUE(r.ok) << r.error;
     EXPECT_TRUE(r.rollout_recorded);
     EXPECT_EQ(promotion_rows(dir, s.id), before) << out;
@@ -339,7 +322,7 @@ TEST(TorchExport, RolloutExportsReuseThePromotionDecision) {
   EXPECT_EQ(d.promotion->reason, "test decision");
   // Another rollout before anything is signed replaces it, still in the same decision.
   o.rollout->revalidation_policy = "weekly";
-  ASSERT_TRUE(agent::export_torch_package(st, s.id, t.path() / "o3", o).ok);
+  ASSERT_TRUE(agent::export_torch_package(st, s.id, t.dir() / "o3", o).ok);
   EXPECT_EQ(promotion_rows(dir, s.id), before);
   const auto replaced = st.load_session(s.id).promotion->evidence;
   EXPECT_EQ(replaced["rollout"]["revalidation_policy"], "weekly");
@@ -349,7 +332,7 @@ TEST(TorchExport, RolloutExportsReuseThePromotionDecision) {
   EXPECT_EQ(replaced["rollouts_replaced"][0]["rollout"], rollout().to_json());
   EXPECT_TRUE(replaced["rollouts_replaced"][0]["recorded_at"].is_string()) << replaced.dump();
   // Without --rollout the export reads the recorded one and writes nothing to the store.
-  const auto plain = agent::export_torch_package(st, s.id, t.path() / "o4", {});
+  const auto plain = agent::export_torch_package(st, s.id, t.dir() / "o4", {});
   ASSERT_TRUE(plain.ok) << plain.error;
   EXPECT_EQ(plain.receipt["payload"]["rollout"]["revalidation_policy"], "weekly");
   EXPECT_EQ(promotion_rows(dir, s.id), before);
@@ -360,7 +343,7 @@ TEST(TorchExport, RolloutExportsReuseThePromotionDecision) {
 // valid; another rollout is refused (2) instead of voiding the signature.
 TEST(TorchExport, SignedReceiptIsExportedAndKeepsVerifying) {
   TempDir t;
-  const fs::path dir = t.path() / "store";
+  const fs::path dir = t.dir() / "store";
   std::int64_t id = 0;
   const auto key = store::generate_keypair();
   const json registry = {{key.key_id, key.public_hex}};
@@ -368,7 +351,7 @@ TEST(TorchExport, SignedReceiptIsExportedAndKeepsVerifying) {
   {
     auto st = store::Store::open(dir.string());
     id = signable_session(st, dir);
-    const auto unsigned_export = agent::export_torch_package(st, id, t.path() / "o0", {});
+    const auto unsigned_export = agent::export_torch_package(st, id, t.dir() / "o0", {});
     ASSERT_TRUE(unsigned_export.ok) << unsigned_export.error;
     EXPECT_FALSE(unsigned_export.receipt_signed);
     EXPECT_TRUE(unsigned_export.receipt["approval"]["signature"].is_null());
@@ -377,34 +360,34 @@ TEST(TorchExport, SignedReceiptIsExportedAndKeepsVerifying) {
   const auto before = promotion_rows(dir, id);
   const json recorded_rollout =
       store::Store::open(dir.string()).load_session(id).promotion->evidence["rollout"];
-  std::ofstream(t.path() / "same.json") << recorded_rollout.dump();
+  std::ofstream(t.dir() / "same.json") << recorded_rollout.dump();
   const std::string store_dir = dir.string();
   for (const std::string out : {"o1", "o2"}) {
     std::vector<std::string> argv{
-        kKloop,    "export", std::to_string(id), "--torch", (t.path() / out).string(),
+        kKloop,    "export", std::to_string(id), "--torch", (t.dir() / out).string(),
         "--store", store_dir};
-    if (out == "o2") argv.insert(argv.end(), {"--rollout", (t.path() / "same.json").string()});
+    if (out == "o2") argv.insert(argv.end(), {"--rollout", (t.dir() / "same.json").string()});
     const auto r = run(argv);
     ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
     EXPECT_TRUE(has(r.stdout_text, "receipt.json is the signed receipt")) << r.stdout_text;
-    const fs::path receipt = t.path() / out / "kloop_rmsnorm/receipt.json";
+    const fs::path receipt = t.dir() / out / "kloop_rmsnorm/receipt.json";
     const json exported = json::parse(read_file(receipt));
     EXPECT_EQ(exported, signed_receipt) << out;
     const auto check = store::verify_receipt(exported, registry);
     EXPECT_TRUE(check.ok) << out << ": " << check.message;
-    std::ofstream(t.path() / "reg.json") << registry.dump();
-    const auto cli = run({kKloop, "receipt", "verify", receipt.string(), "--keys",
-                          (t.path() / "reg.json").string()});
+    std::ofstream(t.dir() / "reg.json") << registry.dump();
+    const auto cli = run(
+        {kKloop, "receipt", "verify", receipt.string(), "--keys", (t.dir() / "reg.json").string()});
     EXPECT_EQ(cli.exit_code, 0) << cli.stderr_text;
     EXPECT_EQ(promotion_rows(dir, id), before) << out;
   }
-  std::ofstream(t.path() / "other.json") << rollout().to_json().dump();
+  std::ofstream(t.dir() / "other.json") << rollout().to_json().dump();
   const auto other =
-      run({kKloop, "export", std::to_string(id), "--torch", (t.path() / "o3").string(), "--store",
-           store_dir, "--rollout", (t.path() / "other.json").string()});
+      run({kKloop, "export", std::to_string(id), "--torch", (t.dir() / "o3").string(), "--store",
+           store_dir, "--rollout", (t.dir() / "other.json").string()});
   EXPECT_EQ(other.exit_code, 2) << other.stderr_text;
   EXPECT_TRUE(has(other.stderr_text, "has a signed receipt")) << other.stderr_text;
-  EXPECT_FALSE(fs::exists(t.path() / "o3" / "kloop_rmsnorm"));
+  EXPECT_FALSE(fs::exists(t.dir() / "o3" / "kloop_rmsnorm"));
   EXPECT_EQ(promotion_rows(dir, id), before);
   EXPECT_EQ(store::Store::open(dir.string()).load_session(id).promotion->evidence["rollout"],
             recorded_rollout);
@@ -414,17 +397,17 @@ TEST(TorchExport, SignedReceiptIsExportedAndKeepsVerifying) {
 // records nothing in the store: the rollout is not attached to the decision.
 TEST(TorchExport, ExportRefusedForItsOutputFolderRecordsNoRollout) {
   TempDir t;
-  const fs::path dir = t.path() / "store";
+  const fs::path dir = t.dir() / "store";
   auto st = store::Store::open(dir.string());
   const auto s = write_session(st, store::Decision::kPromoted);
   const json before = st.load_session(s.id).promotion->evidence;
-  fs::create_directories(t.path() / "full/kloop_rmsnorm");
-  std::ofstream(t.path() / "full/kloop_rmsnorm/stale.py") << "x = 1\n";
-  std::ofstream(t.path() / "file") << "x";
+  fs::create_directories(t.dir() / "full/kloop_rmsnorm");
+  std::ofstream(t.dir() / "full/kloop_rmsnorm/stale.py") << "x = 1\n";
+  std::ofstream(t.dir() / "file") << "x";
   agent::TorchExportOptions o;
   o.rollout = rollout();
   for (const char* out : {"full", "file"}) {
-    const auto r = agent::export_torch_package(st, s.id, t.path() / out, o);
+    const auto r = agent::export_torch_package(st, s.id, t.dir() / out, o);
     EXPECT_FALSE(r.ok) << out;
     EXPECT_EQ(r.exit_code, 2) << out << ": " << r.error;
     EXPECT_FALSE(r.rollout_recorded) << out;
@@ -437,18 +420,18 @@ TEST(TorchExport, ExportRefusedForItsOutputFolderRecordsNoRollout) {
 // one off as covering the store.
 TEST(TorchExport, SignedReceiptThatNoLongerMatchesIsNotExportedAndSaysSo) {
   TempDir t;
-  const fs::path dir = t.path() / "store";
+  const fs::path dir = t.dir() / "store";
   auto st = store::Store::open(dir.string());
   const auto id = signable_session(st, dir);
   (void)store::sign_session_receipt(st, id, store::generate_keypair(), "alice");
-  const auto matching = agent::export_torch_package(st, id, t.path() / "o1", {});
+  const auto matching = agent::export_torch_package(st, id, t.dir() / "o1", {});
   ASSERT_TRUE(matching.ok) << matching.error;
   EXPECT_TRUE(matching.receipt_signed);
   EXPECT_EQ(matching.receipt_note, "");
   store::Db("file:" + (dir / "kloop.db").string(), SQLITE_OPEN_READWRITE, "test edit")
       .exec("UPDATE promotion_decisions SET evidence_json = json_set(evidence_json, "
             "'$.rollout.revalidation_policy', 'never')");
-  const auto r = agent::export_torch_package(st, id, t.path() / "o2", {});
+  const auto r = agent::export_torch_package(st, id, t.dir() / "o2", {});
   ASSERT_TRUE(r.ok) << r.error;
   EXPECT_FALSE(r.receipt_signed);
   EXPECT_TRUE(r.receipt["approval"]["signature"].is_null());
@@ -463,7 +446,7 @@ TEST(TorchExport, SignedReceiptThatNoLongerMatchesIsNotExportedAndSaysSo) {
 // receipt existed) still refuses another rollout, and the recorded rollout stays.
 TEST(TorchExport, RolloutIsRefusedWhenAReceiptIsRecordedWhileTheExportWaits) {
   TempDir t;
-  const fs::path dir = t.path() / "store";
+  const fs::path dir = t.dir() / "store";
   auto st = store::Store::open(dir.string());
   const auto id = signable_session(st, dir);
   const json before = st.load_session(id).promotion->evidence;
@@ -485,7 +468,7 @@ TEST(TorchExport, RolloutIsRefusedWhenAReceiptIsRecordedWhileTheExportWaits) {
     step.add_receipt(rec);
     th = std::thread([&] {
       try {
-        r = agent::export_torch_package(st, id, t.path() / "o", o);
+        r = agent::export_torch_package(st, id, t.dir() / "o", o);
       } catch (const std::exception& e) {
         error = e.what();
       }
@@ -504,9 +487,9 @@ TEST(TorchExport, EveryGeneratedPythonFileCompiles) {
   const std::string python = agent::find_on_path("python3");
   if (python.empty()) GTEST_SKIP() << "python3 is not installed (scripts/bootstrap.sh adds it)";
   TempDir t;
-  auto st = store::Store::open((t.path() / "store").string());
+  auto st = store::Store::open((t.dir() / "store").string());
   const auto s = write_session(st, store::Decision::kPromoted);
-  const auto r = agent::export_torch_package(st, s.id, t.path() / "out", {});
+  const auto r = agent::export_torch_package(st, s.id, t.dir() / "out", {});
   ASSERT_TRUE(r.ok) << r.error;
   int compiled = 0;
   for (const auto& f : r.files) {
@@ -522,18 +505,18 @@ TEST(TorchExport, EveryGeneratedPythonFileCompiles) {
                            "import py_compile, sys; py_compile.compile(sys.argv[1], "
                            "cfile=sys.argv[2], doraise=True)",
                            std::string(KLOOP_SOURCE_DIR) + "/tests/torch/" + script,
-                           (t.path() / (std::string(script) + "c")).string()});
+                           (t.dir() / (std::string(script) + "c")).string()});
     EXPECT_EQ(call.exit_code, 0) << script << ": " << call.stderr_text;
   }
 }
 
 TEST(Shadow, WithoutTorchOrGpuEndsNotRunAndRecordsTheReason) {
   TempDir t;
-  auto st = store::Store::open((t.path() / "store").string());
+  auto st = store::Store::open((t.dir() / "store").string());
   const auto s = write_session(st, store::Decision::kPromoted);
-  fs::create_directories(t.path() / "inputs");
+  fs::create_directories(t.dir() / "inputs");
   agent::ShadowOptions o;
-  o.inputs = t.path() / "inputs";
+  o.inputs = t.dir() / "inputs";
   o.python = "/bin/false"; // a python3 that cannot run anything: no report
   const auto r = agent::run_shadow(st, s.id, o);
   EXPECT_EQ(r.status, "not_run");
@@ -557,7 +540,7 @@ TEST(Shadow, WithoutTorchOrGpuEndsNotRunAndRecordsTheReason) {
     EXPECT_TRUE(has(no_torch.reason, "lacks the Python module")) << no_torch.reason;
   }
 
-  o.inputs = t.path() / "missing";
+  o.inputs = t.dir() / "missing";
   const auto bad = agent::run_shadow(st, s.id, o);
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_TRUE(has(bad.reason, "not a directory")) << bad.reason;
@@ -565,9 +548,9 @@ TEST(Shadow, WithoutTorchOrGpuEndsNotRunAndRecordsTheReason) {
 
 TEST(Shadow, RecordsTheModuleReportAsBlobAndTelemetryAndFailsOnDivergence) {
   TempDir t;
-  auto st = store::Store::open((t.path() / "store").string());
+  auto st = store::Store::open((t.dir() / "store").string());
   const auto s = write_session(st, store::Decision::kPromoted);
-  fs::create_directories(t.path() / "inputs");
+  fs::create_directories(t.dir() / "inputs");
   // Stands in for python3 on the GPU machine: checks how it is called, prints a report.
   const json report = {{"status", "fail"},
                        {"reason", "1 file(s) beyond the contract tolerance: [a.safetensors]"},
@@ -585,7 +568,7 @@ TEST(Shadow, RecordsTheModuleReportAsBlobAndTelemetryAndFailsOnDivergence) {
                           {"non_finite_mismatches", 1},
                           {"pass", false},
                           {"device_memory", {{"peak_over_before", 1048576}}}}}}};
-  const fs::path fake = t.path() / "fake-python";
+  const fs::path fake = t.dir() / "fake-python";
   std::ofstream(fake) << "#!/bin/sh\n"
                          "[ \"$1 $2 $3\" = \"-m kloop_rmsnorm.shadow --inputs\" ] || exit 9\n"
                          "[ -f \"$PYTHONPATH/kloop_rmsnorm/kernel.cubin\" ] || exit 8\n"
@@ -593,7 +576,7 @@ TEST(Shadow, RecordsTheModuleReportAsBlobAndTelemetryAndFailsOnDivergence) {
                       << report.dump() << "'\nexit 1\n";
   fs::permissions(fake, fs::perms::owner_all);
   agent::ShadowOptions o;
-  o.inputs = t.path() / "inputs";
+  o.inputs = t.dir() / "inputs";
   o.python = fake.string();
   const auto r = agent::run_shadow(st, s.id, o);
   EXPECT_EQ(r.status, "fail") << r.reason;
@@ -614,11 +597,11 @@ TEST(Shadow, RecordsTheModuleReportAsBlobAndTelemetryAndFailsOnDivergence) {
 
 TEST(Shadow, RefusesUnpromotedSessionUnlessAllowed) {
   TempDir t;
-  auto st = store::Store::open((t.path() / "store").string());
+  auto st = store::Store::open((t.dir() / "store").string());
   const auto s = write_session(st, store::Decision::kRejected);
-  fs::create_directories(t.path() / "inputs");
+  fs::create_directories(t.dir() / "inputs");
   agent::ShadowOptions o;
-  o.inputs = t.path() / "inputs";
+  o.inputs = t.dir() / "inputs";
   o.python = "/bin/false";
   const auto r = agent::run_shadow(st, s.id, o);
   EXPECT_EQ(r.exit_code, 1);
@@ -631,48 +614,48 @@ TEST(ExportCli, BadRolloutFileExitsTwoNamingTheFieldAndUnpromotedExitsOne) {
   TempDir t;
   std::int64_t promoted = 0, pending = 0;
   {
-    auto st = store::Store::open((t.path() / "store").string());
+    auto st = store::Store::open((t.dir() / "store").string());
     promoted = write_session(st, store::Decision::kPromoted).id;
     pending = write_session(st, store::Decision::kPendingDeviceValidation).id;
   }
   json bad = rollout().to_json();
   bad["owner"] = "x";
-  std::ofstream(t.path() / "bad.json") << bad.dump();
-  std::ofstream(t.path() / "good.json") << rollout().to_json().dump();
-  const std::string store_dir = (t.path() / "store").string();
-  auto r = run({kKloop, "export", std::to_string(promoted), "--torch", (t.path() / "o").string(),
-                "--store", store_dir, "--rollout", (t.path() / "bad.json").string()});
+  std::ofstream(t.dir() / "bad.json") << bad.dump();
+  std::ofstream(t.dir() / "good.json") << rollout().to_json().dump();
+  const std::string store_dir = (t.dir() / "store").string();
+  auto r = run({kKloop, "export", std::to_string(promoted), "--torch", (t.dir() / "o").string(),
+                "--store", store_dir, "--rollout", (t.dir() / "bad.json").string()});
   EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
   EXPECT_TRUE(has(r.stderr_text, "unknown field `owner`")) << r.stderr_text;
 
-  r = run({kKloop, "export", std::to_string(pending), "--torch", (t.path() / "o").string(),
+  r = run({kKloop, "export", std::to_string(pending), "--torch", (t.dir() / "o").string(),
            "--store", store_dir});
   EXPECT_EQ(r.exit_code, 1) << r.stderr_text;
   EXPECT_TRUE(has(r.stderr_text, "not promoted")) << r.stderr_text;
 
-  r = run({kKloop, "export", std::to_string(promoted), "--torch", (t.path() / "o").string(),
-           "--store", store_dir, "--rollout", (t.path() / "good.json").string()});
+  r = run({kKloop, "export", std::to_string(promoted), "--torch", (t.dir() / "o").string(),
+           "--store", store_dir, "--rollout", (t.dir() / "good.json").string()});
   EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
   EXPECT_TRUE(has(r.stdout_text, "rollout recorded in the store")) << r.stdout_text;
-  EXPECT_EQ(json::parse(read_file(t.path() / "o/kloop_rmsnorm/receipt.json"))["payload"]["rollout"],
+  EXPECT_EQ(json::parse(read_file(t.dir() / "o/kloop_rmsnorm/receipt.json"))["payload"]["rollout"],
             rollout().to_json());
 
   // A second export into the same folder would mix with the first: refused, files untouched.
-  std::ofstream(t.path() / "o/kloop_rmsnorm/mine.txt") << "user notes";
-  r = run({kKloop, "export", std::to_string(promoted), "--torch", (t.path() / "o").string(),
+  std::ofstream(t.dir() / "o/kloop_rmsnorm/mine.txt") << "user notes";
+  r = run({kKloop, "export", std::to_string(promoted), "--torch", (t.dir() / "o").string(),
            "--store", store_dir});
   EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
   EXPECT_TRUE(has(r.stderr_text, "already holds files")) << r.stderr_text;
-  EXPECT_EQ(read_file(t.path() / "o/kloop_rmsnorm/mine.txt"), "user notes");
+  EXPECT_EQ(read_file(t.dir() / "o/kloop_rmsnorm/mine.txt"), "user notes");
   // --torch naming a file, and a store that does not exist (not created).
-  std::ofstream(t.path() / "file.txt") << "x";
-  r = run({kKloop, "export", std::to_string(promoted), "--torch", (t.path() / "file.txt").string(),
+  std::ofstream(t.dir() / "file.txt") << "x";
+  r = run({kKloop, "export", std::to_string(promoted), "--torch", (t.dir() / "file.txt").string(),
            "--store", store_dir});
   EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
   EXPECT_TRUE(has(r.stderr_text, "is not a folder")) << r.stderr_text;
-  r = run({kKloop, "export", std::to_string(promoted), "--torch", (t.path() / "o2").string(),
-           "--store", (t.path() / "typo").string()});
+  r = run({kKloop, "export", std::to_string(promoted), "--torch", (t.dir() / "o2").string(),
+           "--store", (t.dir() / "typo").string()});
   EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
   EXPECT_TRUE(has(r.stderr_text, "no store at")) << r.stderr_text;
-  EXPECT_FALSE(fs::exists(t.path() / "typo"));
+  EXPECT_FALSE(fs::exists(t.dir() / "typo"));
 }

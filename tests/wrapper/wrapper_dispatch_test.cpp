@@ -142,6 +142,90 @@ TEST(WrapperDispatchTest, NonContiguousWeightGoesToTheReference) {
   EXPECT_NE(d.why.find("weight"), std::string::npos) << d.why;
 }
 
+// A contiguous [rows, h] call of `dtype` whose tensors start at 256-byte-aligned addresses; the
+// weight and y addresses move by w_shift / y_shift bytes. No storage: the predicate reads metadata.
+CallGeometry contiguous_call(DType dtype, std::int64_t rows, std::int64_t h,
+                             std::uintptr_t w_shift = 0, std::uintptr_t y_shift = 0) {
+  CallGeometry g;
+  g.dtype = dtype;
+  g.rows = rows;
+  g.h = h;
+  g.x_row_stride = h;
+  g.y_row_stride = h;
+  g.x_addr = kBase;
+  g.w_addr = kBase + 0x100000 + w_shift;
+  g.y_addr = kBase + 0x200000 + y_shift;
+  return g;
+}
+
+// Route and the exact reason of `call` under `m`.
+void expect_route(const Manifest& m, const CallGeometry& call, Route route, const std::string& why,
+                  const DeviceInfo& dev = {}) {
+  const DispatchDecision d = decide_dispatch(m, call, dev);
+  EXPECT_EQ(route_name(d.route), route_name(route))
+      << "H=" << call.h << " rows=" << call.rows << ": " << d.why;
+  EXPECT_EQ(d.why, why) << "H=" << call.h << " rows=" << call.rows;
+}
+
+TEST(WrapperDispatchBoundaryTest, WidthRangeIsInclusiveAtBothEnds) {
+  Manifest m = manifest_all(4);
+  m.dispatch.h_min = 128;
+  m.dispatch.h_max = 8192;
+  const auto call = [](std::int64_t h) { return contiguous_call(DType::kFloat32, 4, h); };
+  expect_route(m, call(127), Route::kReference, "H=127 outside [h_min=128, h_max=8192]");
+  expect_route(m, call(128), Route::kCandidate, "");
+  expect_route(m, call(8192), Route::kCandidate, "");
+  expect_route(m, call(8193), Route::kReference, "H=8193 outside [h_min=128, h_max=8192]");
+  // The contract's own limits: h_max 65536 admits 65536, not 65537.
+  const Manifest all = manifest_all(4);
+  expect_route(all, call(65536), Route::kCandidate, "");
+  expect_route(all, call(1), Route::kCandidate, "");
+}
+
+TEST(WrapperDispatchBoundaryTest, WidthMultipleIsCheckedAfterTheRange) {
+  Manifest m = manifest_all(4);
+  m.dispatch.h_multiple_of = 128;
+  const auto call = [](std::int64_t h) { return contiguous_call(DType::kFloat32, 4, h); };
+  expect_route(m, call(256), Route::kCandidate, "");
+  expect_route(m, call(255), Route::kReference, "H=255 is not a multiple of h_multiple_of=128");
+  expect_route(m, call(257), Route::kReference, "H=257 is not a multiple of h_multiple_of=128");
+  m.dispatch.h_max = 256; // both fail: the range is named first
+  expect_route(m, call(257), Route::kReference, "H=257 outside [h_min=1, h_max=256]");
+}
+
+TEST(WrapperDispatchBoundaryTest, WeightAddressMustMeetTheAlignment) {
+  const Manifest m = manifest_all(16);
+  expect_route(m, contiguous_call(DType::kFloat32, 2, 256, 16), Route::kCandidate, "");
+  expect_route(m, contiguous_call(DType::kFloat32, 2, 256, 8), Route::kReference,
+               "weight address (0x7f0000100008) is not a multiple of alignment_bytes=16");
+  // alignment_bytes 8 accepts the same weight.
+  expect_route(manifest_all(8), contiguous_call(DType::kFloat32, 2, 256, 8), Route::kCandidate, "");
+}
+
+TEST(WrapperDispatchBoundaryTest, YRowStrideMustMeetTheAlignmentEvenWhenXsDoes) {
+  // fp16 x rows padded to 776 elements (1552 bytes, a multiple of 16); y is fresh and contiguous
+  // with 769-element rows (1538 bytes).
+  CallGeometry g = contiguous_call(DType::kFloat16, 7, 769);
+  g.x_row_stride = 776;
+  expect_route(manifest_all(16), g, Route::kReference,
+               "y row stride in bytes (0x602) is not a multiple of alignment_bytes=16");
+  expect_route(manifest_all(2), g, Route::kCandidate, "");
+  g.rows = 1; // one row: both strides count as H, so x's 1538-byte row is named first
+  expect_route(manifest_all(16), g, Route::kReference,
+               "x row stride in bytes (0x602) is not a multiple of alignment_bytes=16");
+}
+
+TEST(WrapperDispatchBoundaryTest, GridCapAdmitsExactlyTheMaximumGridX) {
+  Manifest m = manifest_all(4);
+  expect_route(m, contiguous_call(DType::kFloat32, kMaxGridX, 1), Route::kCandidate, "");
+  expect_route(m, contiguous_call(DType::kFloat32, kMaxGridX + 1, 1), Route::kReference,
+               "2147483648 blocks exceed gridDim.x <= 2147483647");
+  m.launch.rows_per_block = 2; // ceil(rows / 2) blocks
+  expect_route(m, contiguous_call(DType::kFloat32, 2 * kMaxGridX, 1), Route::kCandidate, "");
+  expect_route(m, contiguous_call(DType::kFloat32, 2 * kMaxGridX + 1, 1), Route::kReference,
+               "2147483648 blocks exceed gridDim.x <= 2147483647");
+}
+
 TEST(WrapperLaunchPlanTest, PerRowsLaunchesCeilRowsOverRowsPerBlock) {
   Manifest m = manifest_all();
   m.launch.rows_per_block = 4;

@@ -1,0 +1,158 @@
+// The CPU-checkable parts of the GPU tier, run on the CPU (label unit; the build compiles the
+// cubins and PTX with nvcc, no GPU needed): every candidate the gpu tests run besides the corpus
+// walk (the baseline, the offline-family variants, the sanitizer and fault cases) has a cubin, a
+// manifest that parses, PTX that declares its entry points and passes the static gate's PTX
+// checks (so the device tests test what the pipeline would reach); the sanitizer cases cover every
+// corpus entry whose expected gate is the sanitizer; and the calls the device tests make run the
+// candidate under its dispatch predicate, at the sizes the tests claim. The defect and precision
+// corpora's own CPU gates are checked elsewhere (tests/evaluator).
+#include <filesystem>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "evaluator/static_inspection.h"
+#include "kernels/rmsnorm/manifest.h"
+#include "kernels/rmsnorm/wrapper.h"
+#include "tests/gpu/family_cases.h"
+#include "tests/gpu/gpu_test_support.h"
+#include "tests/gpu/sanitizer_cases.h"
+#include "tests/offline/variant_param_name.h"
+
+namespace kloop::gputest {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+fs::path corpus_bin() {
+  const char* env = std::getenv("KLOOP_CORPUS_BIN");
+  return env ? env : KLOOP_CORPUS_BIN;
+}
+
+// Candidate folders (source and manifest) of everything the GPU tier runs but the corpus walk.
+std::vector<std::string> device_candidates() {
+  std::vector<std::string> out = {"baseline", "corpus/fault_illegal_address",
+                                  "corpus/fault_infinite_loop"};
+  if (fs::exists(tree("baseline_next/kernel.cu"))) out.push_back("baseline_next");
+  for (const SanitizerCase& c : kSanitizerCases)
+    out.push_back("corpus/" + std::string(c.entry));
+  for (const std::string& v : family_variants())
+    out.push_back("family/" + v);
+  return out;
+}
+
+TreeCandidate load(const std::string& rel) {
+  if (rel.rfind("family/", 0) == 0) return load_candidate(corpus_bin() / rel.substr(7));
+  return load_candidate(tree(rel));
+}
+
+rmsnorm::Manifest manifest_of(const TreeCandidate& c) {
+  const auto mp = rmsnorm::parse_manifest(c.manifest_text, c.source);
+  if (!mp.manifest) throw std::runtime_error(c.name + ": " + mp.errors.front().message);
+  return *mp.manifest;
+}
+
+// A contiguous-storage call as the worker lays it out: tensors at 256-byte-aligned device
+// addresses (cudaMalloc), x rows `x_row_stride` apart, a fresh contiguous y.
+rmsnorm::CallGeometry device_call(DType dtype, std::int64_t rows, std::int64_t h,
+                                  std::int64_t x_row_stride) {
+  rmsnorm::CallGeometry g;
+  g.dtype = dtype;
+  g.rows = rows;
+  g.h = h;
+  g.x_row_stride = x_row_stride;
+  g.y_row_stride = h;
+  g.x_addr = 0x7f0000000000;
+  g.w_addr = 0x7f0001000000;
+  g.y_addr = 0x7f0002000000;
+  return g;
+}
+
+class GpuArtifactsTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuArtifactsTest, CubinPtxAndManifestAreWhatTheDeviceTestsNeed) {
+  const TreeCandidate c = load(GetParam());
+  ASSERT_GE(c.cubin.size(), 4u);
+  EXPECT_EQ(c.cubin.substr(0, 4), "\x7f"
+                                  "ELF")
+      << "kernel.cubin is not an ELF image";
+  const rmsnorm::Manifest m = manifest_of(c);
+  EXPECT_NE(c.ptx.find(".target " + m.target), std::string::npos) << "PTX target " << m.target;
+  for (const auto& [dtype, name] : m.entry_points)
+    EXPECT_NE(c.ptx.find(".entry " + name + "("), std::string::npos)
+        << "entry point " << name << " (" << dtype_name(dtype) << ") not in the PTX";
+  // The static gate lets it through, so the device tests exercise a candidate the pipeline would
+  // give to the device gates.
+  for (const auto& f : evaluator::check_ptx(c.ptx, m))
+    ADD_FAILURE() << "the static gate rejects " << GetParam() << ": " << f.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(DeviceCandidates, GpuArtifactsTest,
+                         ::testing::ValuesIn(device_candidates()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string n = info.param;
+                           for (char& ch : n)
+                             if (ch == '-' || ch == '/') ch = '_';
+                           return n;
+                         });
+
+TEST(GpuSanitizerCasesTest, EveryCorpusEntryOfTheSanitizerGateHasASanitizerCase) {
+  std::set<std::string> listed, gated;
+  for (const SanitizerCase& c : kSanitizerCases) {
+    EXPECT_TRUE(fs::exists(tree("corpus/" + std::string(c.entry)) / "expect.json")) << c.entry;
+    EXPECT_TRUE(listed.insert(std::string(c.entry)).second) << "listed twice: " << c.entry;
+  }
+  for (const auto& e : fs::directory_iterator(tree("corpus"))) {
+    if (!fs::exists(e.path() / "expect.json")) continue;
+    const json expect = json::parse(read_file(e.path() / "expect.json"));
+    if (expect.value("gate", "") == "sanitizer") gated.insert(e.path().filename().string());
+  }
+  ASSERT_FALSE(gated.empty());
+  for (const std::string& g : gated)
+    EXPECT_TRUE(listed.contains(g)) << g << " expects the sanitizer gate but has no sanitizer "
+                                    << "case in tests/gpu/sanitizer_cases.h";
+}
+
+TEST(GpuSanitizerCasesTest, SmallCallsRunEachSanitizedCandidateNotTheReference) {
+  std::vector<std::string> rels = {"baseline"};
+  for (const SanitizerCase& c : kSanitizerCases)
+    rels.push_back("corpus/" + std::string(c.entry));
+  bool several_rows_per_block = false;
+  for (const std::string& rel : rels) {
+    const rmsnorm::Manifest m = manifest_of(load(rel));
+    for (const json& call : sanitizer_small_cases()) {
+      const DType dtype = parse_dtype(call.at("dtype").get<std::string>()).value();
+      const std::int64_t rows = call.at("rows"), h = call.at("h");
+      const auto d = rmsnorm::decide_dispatch(
+          m, device_call(dtype, rows, h, call.at("x_row_stride")), rmsnorm::DeviceInfo{});
+      EXPECT_EQ(d.route, rmsnorm::Route::kCandidate) << rel << " " << call.dump() << ": " << d.why;
+      several_rows_per_block |= rows > 1 && m.launch.rows_per_block > 1;
+    }
+  }
+  // P15's race needs a block that handles more than one row.
+  EXPECT_TRUE(several_rows_per_block);
+}
+
+TEST(GpuFamilyCallsTest, LargeCallsRunTheCandidateAtTheSizesTheDeviceTestClaims) {
+  const auto calls = family_large_calls();
+  ASSERT_EQ(calls.size(), 4u);
+  for (int i = 0; i < 2; ++i) // past the 64 MiB store-hint threshold
+    EXPECT_GT(calls[i].numel() * static_cast<std::int64_t>(dtype_bytes(calls[i].dtype)), 64LL << 20)
+        << calls[i].name;
+  for (int i = 2; i < 4; ++i) // 126-127 full 16-byte vectors per row after a peel of up to 7
+    EXPECT_GE(calls[i].h * static_cast<std::int64_t>(dtype_bytes(calls[i].dtype)) / 16, 126)
+        << calls[i].name;
+  ASSERT_FALSE(family_variants().empty());
+  for (const std::string& v : family_variants()) {
+    const rmsnorm::Manifest m = manifest_of(load("family/" + v));
+    for (const rmsnorm::CaseSpec& s : calls) {
+      const auto d = rmsnorm::decide_dispatch(m, device_call(s.dtype, s.rows(), s.h, s.h),
+                                              rmsnorm::DeviceInfo{});
+      EXPECT_EQ(d.route, rmsnorm::Route::kCandidate) << v << " " << s.name << ": " << d.why;
+    }
+  }
+}
+
+} // namespace
+} // namespace kloop::gputest

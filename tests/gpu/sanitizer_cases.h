@@ -1,0 +1,39 @@
+// The defect corpus's sanitizer cases: each entry the sanitizer gate must reject, with the tool
+// (or the shared-memory poisoning method) that must name it, and the small calls they run on.
+// gpu_sanitizer_test runs them on the device; gpu_artifacts_test checks on the CPU that every
+// corpus entry whose expect.json names the sanitizer gate is listed here and that these calls run
+// each listed candidate (not the reference), so no case can pass by sanitizing the wrong kernel.
+#pragma once
+
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace kloop::gputest {
+
+struct SanitizerCase {
+  std::string_view entry; // kernels/rmsnorm/corpus/<entry>
+  std::string_view tool;  // "memcheck", "racecheck", "initcheck", "synccheck" or "poison"
+};
+
+inline constexpr SanitizerCase kSanitizerCases[] = {
+    {"seed_missing_barrier", "racecheck"},    // warps read red[] before the others wrote it
+    {"p15_race_rows_per_block", "racecheck"}, // rows of one block reuse red[] without a barrier
+    {"seed_smem_index_oob", "memcheck"},      // shared index past its allocation
+    {"uninit_global_read", "initcheck"},      // y read before the kernel writes it
+    {"divergent_barrier", "synccheck"},       // a barrier reached by half of each warp
+    {"uninit_shared_read", "poison"},         // result depends on stale shared memory
+};
+
+// Small representative calls (the worker's sanitize-mode cases): tails around a 256-thread tile,
+// all dtypes, a strided view, and up to four rows, so a kernel with several rows per block
+// reuses its shared buffer within one block.
+inline nlohmann::json sanitizer_small_cases() {
+  using nlohmann::json;
+  return json::array({{{"dtype", "float32"}, {"rows", 3}, {"h", 257}, {"x_row_stride", 257}},
+                      {{"dtype", "float16"}, {"rows", 2}, {"h", 1009}, {"x_row_stride", 1009}},
+                      {{"dtype", "bfloat16"}, {"rows", 3}, {"h", 129}, {"x_row_stride", 129}},
+                      {{"dtype", "bfloat16"}, {"rows", 4}, {"h", 1000}, {"x_row_stride", 1032}}});
+}
+
+} // namespace kloop::gputest
