@@ -66,6 +66,7 @@ ProviderRequest make_request(const prompts::PromptBuilder& prompts, const LoopOp
   ProviderRequest req;
   req.system = prompts.system_prompt();
   req.model = o.model;
+  req.max_tokens = o.max_reply_tokens;
   req.iteration = index;
   req.messages.push_back({"user", prompts.contract_prompt()});
   if (carry.report) {
@@ -79,12 +80,48 @@ ProviderRequest make_request(const prompts::PromptBuilder& prompts, const LoopOp
   return req;
 }
 
-// A report for a reply that did not parse: the format gate failed, nothing else ran.
-PublicReport format_failure_report(const evaluator::GateResult& format_gate) {
-  PublicReport r;
-  r.gates.push_back(format_gate);
-  r.verdict = Verdict::kReject;
-  return r;
+// One reply through the reply parser and, when it gave a candidate, the public gates (the format
+// gate first). A reply that did not parse has the failed format gate alone.
+struct Evaluated {
+  ParsedReply parsed;
+  evaluator::Candidate candidate;
+  std::optional<evaluator::Evaluation> evaluation;
+  PublicReport report;
+};
+Evaluated evaluate_reply(const ProviderResponse& response, CandidateEvaluator& evaluator) {
+  Evaluated e;
+  e.parsed = parse_reply(response.text,
+                         ReplyContext{response.truncated, response.stop_reason, response.refusal});
+  const auto format_gate = format_gate_result(e.parsed, response.text.size());
+  if (!e.parsed.ok) {
+    e.report.gates.push_back(format_gate);
+    e.report.verdict = Verdict::kReject;
+    return e;
+  }
+  e.candidate.source = e.parsed.kernel_source;
+  e.candidate.manifest_text = e.parsed.manifest_text;
+  e.candidate.source_file_bytes = e.candidate.source.size();
+  e.candidate.manifest_file_bytes = e.candidate.manifest_text.size();
+  e.evaluation = evaluator.evaluate(e.candidate);
+  e.evaluation->report.gates.insert(e.evaluation->report.gates.begin(), format_gate);
+  e.report = e.evaluation->report;
+  return e;
+}
+
+// A failed provider call: recorded in its own step and reported.
+IterationSummary record_provider_failure(Recorder& rec, ProgressSink& progress,
+                                         const store::SessionRecord& session, int index,
+                                         const ProviderRequest& request,
+                                         const ProviderResponse& response, double wall_s) {
+  IterationSummary summary;
+  summary.index = index;
+  summary.verdict = "provider_error";
+  summary.note = std::string(provider_outcome_name(response.outcome)) + ": " + response.error;
+  summary.wall_s = wall_s;
+  rec.provider_failure(session.id, index, request, response, summary.wall_s);
+  progress.line(fmt::format("[{}/{}] provider {} ({:.1f}s)", index + 1, session.budget,
+                            summary.note, summary.wall_s));
+  return summary;
 }
 
 } // namespace
@@ -144,6 +181,7 @@ SessionStart start_session(const LoopOptions& options, Recorder& rec, store::Sto
 // How an iteration loop ended before its budget: cancelled, or stopped by a spent budget.
 struct IterationsEnd {
   bool interrupted = false;
+  bool provider_stopped = false; // a provider failure that the next iteration would repeat
   std::string stop_note;
 };
 
@@ -155,46 +193,36 @@ IterationsEnd run_iterations(const LoopOptions& options, const prompts::PromptBu
   const store::SessionRecord& session = start.session;
   Carry& carry = start.carry;
   for (int index = start.first_index; index < session.budget; ++index) {
-    if (cancel.load()) return {true, ""};
+    if (cancel.load()) return {true, false, ""};
     const auto t_iter = Clock::now();
     if (carry.report) provider.observe_public_report(carry.report->to_json());
     const ProviderRequest request = make_request(prompts, options, carry, index);
     ProviderResponse response = provider.complete(request);
-    IterationSummary summary;
-    summary.index = index;
-    if (response.outcome == ProviderOutcome::kCancelled || cancel.load()) return {true, ""};
+    if (response.outcome == ProviderOutcome::kCancelled || cancel.load()) return {true, false, ""};
     if (!response.ok()) {
-      summary.verdict = "provider_error";
-      summary.note = std::string(provider_outcome_name(response.outcome)) + ": " + response.error;
-      summary.wall_s = seconds_since(t_iter);
-      rec.provider_failure(session.id, index, request, response, summary.wall_s);
-      progress.line(fmt::format("[{}/{}] provider {} ({:.1f}s)", index + 1, session.budget,
-                                summary.note, summary.wall_s));
-      result.iterations.push_back(summary);
-      if (response.outcome == ProviderOutcome::kBudgetExceeded) return {false, response.error};
+      result.iterations.push_back(record_provider_failure(rec, progress, session, index, request,
+                                                          response, seconds_since(t_iter)));
+      if (response.outcome == ProviderOutcome::kBudgetExceeded)
+        return {false, false, response.error};
+      if (response.stop_session) // asking again would fail the same way (issue 22 item 9)
+        return {false, true,
+                fmt::format("the provider call of iteration {} would fail the same way if asked "
+                            "again ({}: {}); fix the cause",
+                            index + 1, provider_outcome_name(response.outcome), response.error)};
       continue;
     }
-    const ParsedReply parsed = parse_reply(response.text);
-    const auto format_gate = format_gate_result(parsed, response.text.size());
-    std::optional<evaluator::Evaluation> evaluation;
-    evaluator::Candidate candidate;
-    if (parsed.ok) {
-      candidate.source = parsed.kernel_source;
-      candidate.manifest_text = parsed.manifest_text;
-      candidate.source_file_bytes = candidate.source.size();
-      candidate.manifest_file_bytes = candidate.manifest_text.size();
-      evaluation = evaluator.evaluate(candidate);
-      evaluation->report.gates.insert(evaluation->report.gates.begin(), format_gate);
-    }
-    const PublicReport report =
-        evaluation ? evaluation->report : format_failure_report(format_gate);
+    IterationSummary summary;
+    summary.index = index;
+    const Evaluated e = evaluate_reply(response, evaluator);
+    const ParsedReply& parsed = e.parsed;
+    const PublicReport& report = e.report;
     summary.verdict = std::string(evaluator::verdict_name(report.verdict));
     summary.speedup = speedup_of(report);
     summary.wall_s = seconds_since(t_iter);
     for (const auto& g : report.gates)
       summary.gates.emplace_back(g.name, std::string(evaluator::gate_status_name(g.status)));
-    rec.iteration(session.id, index, request, response, candidate, parsed.ok, evaluation, report,
-                  summary.wall_s);
+    rec.iteration(session.id, index, request, response, e.candidate, parsed.ok, e.evaluation,
+                  report, summary.wall_s);
     progress.line(fmt::format(
         "[{}/{}] {} ({:.1f}s){}", index + 1, session.budget, summary.verdict, summary.wall_s,
         summary.speedup ? fmt::format(", speed-up {:.3f}x", *summary.speedup) : std::string()));
@@ -211,7 +239,8 @@ IterationsEnd run_iterations(const LoopOptions& options, const prompts::PromptBu
 // recorded when the session began (HoldoutError when it does not match or the file is gone). A
 // resumed session whose start was killed before the commitment was recorded (no iteration ran, no
 // prompt was sent) seals a fresh suite: a file left there is one the store never vouched for, so
-// it is discarded, never adopted. Throws DamagedStore for committed iterations without a commitment.
+// it is discarded, never adopted. Throws DamagedStore for committed iterations without a
+// commitment.
 holdout::SealedSuite seal_holdout(const LoopOptions& options, const SessionStart& start,
                                   Recorder& rec) {
   const std::string label = "session-" + std::to_string(start.session.id);
@@ -288,6 +317,15 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
     // 2. Iterations.
     const IterationsEnd end =
         run_iterations(options, prompts, provider, evaluator, rec, progress, cancel, start, result);
+    if (end.provider_stopped) { // not a verdict: the holdout is not spent, the session resumable
+      store.finish_session(session.id, store::SessionStatus::kFailed, std::nullopt);
+      result.decision = "failed";
+      result.reason = fmt::format("stopped: {}, then continue with {}", end.stop_note,
+                                  resume_command(options, store, session.id));
+      result.exit_code = 3;
+      progress.line(result.reason);
+      return result;
+    }
     if (end.interrupted) {
       store.finish_session(session.id, store::SessionStatus::kInterrupted, std::nullopt);
       result.decision = "interrupted";

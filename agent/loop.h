@@ -56,6 +56,7 @@ struct LoopOptions {
   std::string operator_name = "weighted_rmsnorm";
   std::string cli_operator = "rmsnorm"; // the operator as `kloop optimize` took it (resume hint)
   int budget = 5;                       // iterations (1..100)
+  int max_reply_tokens = 8192;          // token limit of each reply, sent to the provider
   std::uint64_t seed = 1;               // public seed: provider sampling, offline policy
   std::string provider_name;            // recorded in the session
   std::string model;                    // recorded and sent to the provider

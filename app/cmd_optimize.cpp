@@ -76,6 +76,10 @@ struct OptimizeArgs {
   double max_cost_usd = 0;
   double usd_per_mtok_input = 0, usd_per_mtok_output = 0; // the model's price (cost budget)
   double worker_timeout_s = 120;
+  double request_timeout_s = 900; // whole provider request
+  double idle_timeout_s = 180;    // no byte of a streamed reply for this long (0: off)
+  bool no_stream = false;
+  int max_reply_tokens = 8192;
   // Which flags were given on the command line: a resume takes the recorded value of each one
   // left out and refuses one that differs from the record.
   bool provider_given = false, model_given = false, base_url_given = false;
@@ -125,6 +129,8 @@ std::vector<agent::ReplayRecord> replay_records(store::Store& st, std::int64_t i
     agent::ReplayRecord r;
     r.iteration = it.iteration.index;
     r.prompt_sha256 = it.iteration.notes.value("prompt_sha256", std::string());
+    r.stop_reason = it.iteration.notes.value("stop_reason", std::string());
+    r.refusal = it.iteration.notes.value("refusal", std::string());
     for (const auto& c : it.candidates)
       for (const auto& a : c.artifacts)
         if (a.name == "reply.txt") r.response_text = st.blob(a.sha256);
@@ -150,7 +156,16 @@ std::unique_ptr<agent::Provider> make_provider(const OptimizeArgs& a, store::Sto
   config.api_key_env = a.api_key_env;
   config.model = a.model;
   config.pricing = {a.usd_per_mtok_input, a.usd_per_mtok_output};
-  auto runtime = agent::default_runtime(budget, &g_cancel);
+  config.request_timeout =
+      std::chrono::milliseconds(static_cast<long long>(a.request_timeout_s * 1000));
+  config.idle_timeout = std::chrono::milliseconds(static_cast<long long>(a.idle_timeout_s * 1000));
+  config.stream = !a.no_stream;
+  // Waiting and retry lines go with the loop's progress (stdout; none with --json).
+  auto runtime = agent::default_runtime(budget, &g_cancel, [quiet = a.json](const std::string& s) {
+    if (quiet) return;
+    std::fputs((s + "\n").c_str(), stdout);
+    std::fflush(stdout);
+  });
   if (a.provider == "openai") {
     if (config.base_url.empty()) config.base_url = agent::kOpenAiDefaultBaseUrl;
     if (config.api_key_env.empty()) config.api_key_env = agent::kOpenAiDefaultKeyEnv;
@@ -370,6 +385,7 @@ int run_optimize(OptimizeArgs a) {
 
   agent::LoopOptions o;
   o.budget = a.budget;
+  o.max_reply_tokens = a.max_reply_tokens;
   o.seed = a.seed;
   o.provider_name = a.provider;
   o.model = a.model;
@@ -485,6 +501,18 @@ void register_optimize(CLI::App& app, int& exit_code) {
   sub->add_option("--worker-timeout", args->worker_timeout_s,
                   "Watchdog deadline per GPU worker batch, seconds")
       ->check(finite_number_check(1, 3600, "seconds"));
+  sub->add_option("--request-timeout", args->request_timeout_s,
+                  "Provider request deadline, seconds (default 900)")
+      ->check(finite_number_check(1, 86400, "seconds"));
+  sub->add_option("--idle-timeout", args->idle_timeout_s,
+                  "End a streamed provider reply after this many seconds without data (default "
+                  "180; 0: no idle limit)")
+      ->check(finite_number_check(0, 86400, "seconds; 0: no idle limit"));
+  sub->add_flag("--no-stream", args->no_stream,
+                "Ask the provider for one JSON reply instead of a server-sent event stream");
+  sub->add_option("--max-reply-tokens", args->max_reply_tokens,
+                  "Token limit of each provider reply (default 8192)")
+      ->check(CLI::Range(256, 1'000'000));
   sub->callback([=, &exit_code] {
     args->provider_given = provider->count() > 0;
     args->model_given = model->count() > 0;

@@ -37,6 +37,8 @@
 
 namespace kloop::evaluator {
 
+struct SuiteResult; // evaluator/correctness.h
+
 // Documented exit codes of kloop-gpu-worker.
 enum GpuWorkerExit : int {
   kGpuWorkerOk = 0,          // result.json written; its status says pass or fail
@@ -94,6 +96,12 @@ ToolCall worker_tool_call(ToolCall call, const std::string& mode, const GpuRunRe
 // The "device_memory" object of a worker result.json, checked: an object whose byte counts are
 // non-negative integers. Returns null for a missing or malformed report (never throws).
 nlohmann::json device_memory_of(const nlohmann::json& worker_result);
+
+// The result.json of a correctness batch that ran to its end (the worker exits kGpuWorkerOk):
+// `extra` (device, evidence, path_counts, ...) plus "suite" (SuiteResult::to_json), "status" "pass"
+// or "fail" and "reason" ("case NAME failed: REASON" of the first failure, "" on pass). The GPU
+// worker writes its batches with it, and so does the CPU emulation of the worker in the tests.
+nlohmann::json correctness_batch_result(const SuiteResult& suite, nlohmann::json extra);
 
 // Runs one batch in a fresh worker. Never throws for anything the candidate does; throws
 // InfraError only when the request folder cannot be written.

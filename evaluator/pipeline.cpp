@@ -1,5 +1,6 @@
 #include "evaluator/pipeline.h"
 
+#include "evaluator/evidence.h"
 #include "evaluator/static_inspection.h"
 #include "store/hash.h"
 
@@ -29,6 +30,30 @@ std::string cuda_root_of(const BuildOptions& o) {
 
 } // namespace
 
+GateResult contract_gate(const Candidate& candidate, std::optional<rmsnorm::Manifest>* manifest) {
+  std::optional<rmsnorm::Manifest> parsed_manifest;
+  auto problems = check_candidate_bytes(candidate);
+  if (problems.empty()) {
+    auto parsed = rmsnorm::parse_manifest(candidate.manifest_text);
+    parsed_manifest = std::move(parsed.manifest);
+    problems = std::move(parsed.errors);
+  }
+  if (!problems.empty()) {
+    evidence::ContractEvidence found;
+    for (const auto& e : problems)
+      found.errors.push_back({e.field, e.message});
+    return {std::string(kGateContract), GateStatus::kFail, problems.front().message,
+            found.to_json()};
+  }
+  GateResult g{std::string(kGateContract),
+               GateStatus::kPass,
+               "",
+               {{"dispatch_predicate", rmsnorm::dispatch_predicate_text(*parsed_manifest)},
+                {"target", parsed_manifest->target}}};
+  if (manifest) *manifest = std::move(parsed_manifest);
+  return g;
+}
+
 std::vector<GateResult> NoDeviceGates::run(const BuiltCandidate&) {
   std::vector<GateResult> out;
   for (auto n : kDeviceGates)
@@ -44,29 +69,12 @@ Evaluation evaluate_candidate(const Candidate& candidate, const EvaluateOptions&
   ev.report.artifacts["manifest.json"] = store::sha256_hex(candidate.manifest_text);
 
   // Contract.
-  auto problems = check_candidate_bytes(candidate);
-  if (problems.empty()) {
-    auto parsed = rmsnorm::parse_manifest(candidate.manifest_text);
-    if (parsed.manifest) ev.manifest = std::move(parsed.manifest);
-    problems = std::move(parsed.errors);
-  }
-  if (!problems.empty()) {
-    nlohmann::json errors = nlohmann::json::array();
-    for (const auto& e : problems)
-      errors.push_back({{"field", e.field}, {"message", e.message}});
-    gates.push_back({std::string(kGateContract),
-                     GateStatus::kFail,
-                     problems.front().message,
-                     {{"errors", errors}}});
+  gates.push_back(contract_gate(candidate, &ev.manifest));
+  if (gates.back().status != GateStatus::kPass) {
     skip_rest(gates, {kGateBuild, kGateStatic}, "contract gate failed");
     ev.report.verdict = decide_verdict(gates);
     return ev;
   }
-  gates.push_back({std::string(kGateContract),
-                   GateStatus::kPass,
-                   "",
-                   {{"dispatch_predicate", rmsnorm::dispatch_predicate_text(*ev.manifest)},
-                    {"target", ev.manifest->target}}});
 
   // Build.
   try {

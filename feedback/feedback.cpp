@@ -8,6 +8,8 @@
 
 namespace kloop::feedback {
 
+using evaluator::GateStatus;
+
 std::string FeedbackPayload::render() const {
   std::string out;
   for (const auto& s : sections) {
@@ -92,20 +94,31 @@ FeedbackPayload build_feedback(const evaluator::PublicReport& report,
     p.sections.push_back(std::move(s));
   };
   add("summary", summary_section(report), b.summary);
-  if (const auto* g = report.find(evaluator::kGateBuild)) add("build", build_section(*g), b.build);
-  if (const auto* g = report.find(evaluator::kGateStatic))
+  if (const auto* g = report.find(evaluator::kGateFormat))
+    add("format", format_section(*g), b.format);
+  if (const auto* g = report.find(evaluator::kGateContract))
+    add("contract", contract_section(*g), b.contract);
+  if (const auto* g = report.find(evaluator::kGateBuild); g && g->status != GateStatus::kNotRun)
+    add("build", build_section(*g), b.build);
+  if (const auto* g = report.find(evaluator::kGateStatic); g && g->status != GateStatus::kNotRun)
     add("static", static_section(*g), b.static_inspection);
-  if (const auto* g = report.find(evaluator::kGateCorrectness))
+  if (const auto* g = report.find(evaluator::kGateCorrectness);
+      g && g->status != GateStatus::kNotRun)
     add("correctness", correctness_section(*g), b.correctness);
-  if (const auto* g = report.find(evaluator::kGateSanitizer))
+  if (const auto* g = report.find(evaluator::kGateSanitizer); g && g->status != GateStatus::kNotRun)
     add("sanitizer", sanitizer_section(*g, options.kernel_source), b.sanitizer);
-  const auto* bench = report.find(evaluator::kGateBenchmark);
-  const auto* roof = report.find(evaluator::kGateRoofline);
+  auto ran = [](const evaluator::GateResult* g) {
+    return g && g->status != GateStatus::kNotRun ? g : nullptr;
+  };
+  const auto* bench = ran(report.find(evaluator::kGateBenchmark));
+  const auto* roof = ran(report.find(evaluator::kGateRoofline));
   if (bench || roof) add("benchmark", benchmark_section(bench, roof), b.benchmark);
-  const nlohmann::json* stalls = nullptr;
-  if (const auto* g = report.find("profile")) stalls = &g->evidence;
-  if (!stalls && bench) stalls = member(bench->evidence, "stalls");
-  if (stalls) add("profile", profile_section(*stalls, options.kernel_source), b.profile);
+  if (bench) {
+    evaluator::evidence::Problems ignored; // named in the benchmark part already
+    const auto read = evaluator::evidence::BenchmarkEvidence::read(bench->evidence, ignored);
+    if (read.stalls)
+      add("profile", profile_section(*read.stalls, options.kernel_source), b.profile);
+  }
   return p;
 }
 

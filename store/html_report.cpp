@@ -136,8 +136,8 @@ std::string timeline(const SessionDetail& d) {
         "<rect class=\"iteration {}\" x=\"{:.1f}\" y=\"18\" width=\"{:.1f}\" height=\"30\" "
         "fill=\"{}\" stroke=\"#fff\"><title>iteration {} ({:.1f} s): {}</title></rect>"
         "<text x=\"{:.1f}\" y=\"13\" font-size=\"11\">#{}</text>\n",
-        o.css, X(t), X(t + w) - X(t), o.colour, it.iteration.index + 1,
-        it.iteration.wall_ms / 1000, o.label, X(t) + 2, it.iteration.index + 1);
+        o.css, X(t), X(t + w) - X(t), o.colour, it.iteration.index + 1, it.iteration.wall_ms / 1000,
+        o.label, X(t) + 2, it.iteration.index + 1);
     t += w;
   }
   // The time axis: a baseline with ticks every tick_step seconds.
