@@ -76,6 +76,7 @@ ProviderRequest make_request(const prompts::PromptBuilder& prompts, const LoopOp
   ProviderRequest req;
   req.system = prompts.system_prompt();
   req.model = o.model;
+  req.max_tokens = o.max_reply_tokens;
   req.iteration = index;
   req.messages.push_back({"user", prompts.contract_prompt()});
   if (carry.entries.empty()) return req;
@@ -102,20 +103,13 @@ ProviderRequest make_request(const prompts::PromptBuilder& prompts, const LoopOp
   return req;
 }
 
-// A report for a reply that did not parse: the format gate failed, nothing else ran.
-PublicReport format_failure_report(const evaluator::GateResult& format_gate) {
-  PublicReport r;
-  r.gates.push_back(format_gate);
-  r.verdict = Verdict::kReject;
-  return r;
-}
-
 // What one iteration left for the loop.
 struct IterationOutcome {
   std::vector<IterationSummary> summaries; // one per candidate, in order
   std::optional<Carry> next_carry;         // the public state the next prompt is built from
   bool interrupted = false;                // Ctrl-C: nothing more starts
-  std::string stop_note;                   // a provider's spent budget: the loop stops
+  bool provider_stopped = false;           // a provider failure the next iteration would repeat
+  std::string stop_note;                   // a spent budget or provider_stopped: the loop stops
 };
 
 // Phase groups of an evaluation (store/phase_view.h's grouping): group -> seconds.
@@ -164,11 +158,15 @@ ParsedBatch parse_replies(const std::vector<ProviderRequest>& requests,
     run.request = requests[c];
     run.response = std::move(responses[c]);
     if (!run.response.ok()) continue;
-    const ParsedReply parsed = parse_reply(run.response.text);
+    const ParsedReply parsed = parse_reply(
+        run.response.text,
+        ReplyContext{run.response.truncated, run.response.stop_reason, run.response.refusal});
     out.format_gates[c] = format_gate_result(parsed, run.response.text.size());
     run.parsed = parsed.ok;
-    if (!parsed.ok) {
-      run.report = format_failure_report(out.format_gates[c]);
+    if (!parsed.ok) { // the failed format gate alone; nothing else runs
+      run.report.emplace();
+      run.report->gates.push_back(out.format_gates[c]);
+      run.report->verdict = Verdict::kReject;
       continue;
     }
     run.candidate.source = parsed.kernel_source;
@@ -224,6 +222,18 @@ IterationOutcome run_iteration(const LoopOptions& options, const store::SessionR
     if (r.outcome == ProviderOutcome::kBudgetExceeded && out.stop_note.empty())
       out.stop_note = r.error;
     any_ok = any_ok || r.ok();
+  }
+  // A failure that asking again would repeat (issue 22 item 9) stops the session after this
+  // iteration is recorded; a spent budget (a verdict on what ran) takes precedence.
+  for (std::size_t c = 0; c < responses.size() && out.stop_note.empty(); ++c) {
+    const ProviderResponse& r = responses[c];
+    if (r.ok() || !r.stop_session) continue;
+    out.provider_stopped = true;
+    out.stop_note =
+        fmt::format("the provider call of iteration {}{} would fail the same way if "
+                    "asked again ({}: {}); fix the cause",
+                    index + 1, k > 1 ? fmt::format(" (candidate {})", c + 1) : std::string(),
+                    provider_outcome_name(r.outcome), r.error);
   }
   if (out.interrupted || cancel.load()) { // nothing of this iteration is recorded
     out.interrupted = true;
@@ -383,9 +393,11 @@ SessionStart start_session(const LoopOptions& options, Recorder& rec, store::Sto
   return start;
 }
 
-// How an iteration loop ended before its budget: cancelled, or stopped by a spent budget.
+// How an iteration loop ended before its budget: cancelled, stopped by a spent budget, or stopped
+// by a provider failure that asking again would repeat.
 struct IterationsEnd {
   bool interrupted = false;
+  bool provider_stopped = false; // a provider failure that the next iteration would repeat
   std::string stop_note;
 };
 
@@ -398,14 +410,14 @@ IterationsEnd run_iterations(const LoopOptions& options, const prompts::PromptBu
   const store::SessionRecord& session = start.session;
   Carry& carry = start.carry;
   for (int index = start.first_index; index < session.budget; ++index) {
-    if (cancel.load()) return {true, ""};
+    if (cancel.load()) return {true, false, ""};
     IterationOutcome out = run_iteration(options, session, index, prompts, carry, provider,
                                          evaluator, rec, progress, cancel);
     for (auto& summary : out.summaries)
       result.iterations.push_back(std::move(summary));
     if (out.next_carry) carry = std::move(*out.next_carry);
-    if (out.interrupted) return {true, ""};
-    if (!out.stop_note.empty()) return {false, out.stop_note};
+    if (out.interrupted) return {true, false, ""};
+    if (!out.stop_note.empty()) return {false, out.provider_stopped, out.stop_note};
   }
   return {};
 }
@@ -493,6 +505,15 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
     // 2. Iterations.
     const IterationsEnd end =
         run_iterations(options, prompts, provider, evaluator, rec, progress, cancel, start, result);
+    if (end.provider_stopped) { // not a verdict: the holdout is not spent, the session resumable
+      store.finish_session(session.id, store::SessionStatus::kFailed, std::nullopt);
+      result.decision = "failed";
+      result.reason = fmt::format("stopped: {}, then continue with {}", end.stop_note,
+                                  resume_command(options, store, session.id));
+      result.exit_code = 3;
+      progress.line(result.reason);
+      return result;
+    }
     if (end.interrupted) {
       store.finish_session(session.id, store::SessionStatus::kInterrupted, std::nullopt);
       result.decision = "interrupted";

@@ -69,9 +69,10 @@ struct LoopOptions {
   // provider sends them in parallel, the offline generator proposes K variants), evaluated in
   // parallel across devices, recorded in order; the next prompt's feedback covers all K.
   int candidates_per_iteration = 1;
-  std::uint64_t seed = 1;    // public seed: provider sampling, offline policy
-  std::string provider_name; // recorded in the session
-  std::string model;         // recorded and sent to the provider
+  int max_reply_tokens = 8192; // token limit of each reply, sent to the provider
+  std::uint64_t seed = 1;      // public seed: provider sampling, offline policy
+  std::string provider_name;   // recorded in the session
+  std::string model;           // recorded and sent to the provider
   nlohmann::json params = nlohmann::json::object(); // recorded for --resume (base_url, ...)
   std::optional<std::int64_t> resume_session;       // continue this session
   std::filesystem::path holdout_dir;                // sealed suites (outside every sandbox)

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include "evaluator/evidence.h"
 #include "store/error.h"
 #include "store/text_view.h"
 
@@ -71,7 +72,25 @@ std::optional<nlohmann::json> roofline_telemetry(const nlohmann::json& ev) {
 // Names usage that made no sense in an iteration's notes ("usage_invalid"), where
 // recorded_usage() and `kloop show` find it.
 void note_usage(nlohmann::json& notes, const ProviderResponse& response) {
-  if (!response.usage.invalid.empty()) notes["usage_invalid"] = response.usage.invalid;
+  if (response.usage.status == UsageStatus::kInvalid)
+    notes["usage_invalid"] = response.usage.problem;
+}
+
+// How one candidate's reply was read: its usage and, when it reached the format gate, the reply
+// parser's outcome and reason, the API's stop reason and refusal text. An iteration of one
+// candidate carries these keys in its notes; one of several, per candidate under "replies".
+nlohmann::json reply_notes(const CandidateRun& run) {
+  const ProviderResponse& response = run.response;
+  nlohmann::json out = {{"usage", response.usage.to_json()}};
+  const auto* f = run.report ? run.report->find(evaluator::kGateFormat) : nullptr;
+  if (f == nullptr) return out;
+  evaluator::evidence::Problems ignored;
+  const auto format = evaluator::evidence::FormatEvidence::read(f->evidence, ignored);
+  out["reply_outcome"] = format.outcome;
+  out["reply_reason"] = store::replace_invalid_utf8(format.reason);
+  out["stop_reason"] = store::replace_invalid_utf8(response.stop_reason);
+  if (!response.refusal.empty()) out["refusal"] = store::replace_invalid_utf8(response.refusal);
+  return out;
 }
 
 std::string full_prompt_text(const ProviderRequest& request) {
@@ -131,10 +150,9 @@ std::int64_t Recorder::add_exchange(store::Store::Step& step, std::int64_t itera
   p.iteration_id = iteration_id;
   p.role = "full";
   p.blob_sha256 = step.put_blob(full_prompt_text(request));
-  // Counts the API reported (usage_from_json caps them at the columns' range); usage that made no
-  // sense stays NULL here and is named in the iteration's notes (note_usage), never stored as 0.
-  const bool usage_known = response.usage.invalid.empty();
-  if (usage_known && response.usage.input_tokens > 0)
+  // Counts the API reported (read_usage bounds them); usage that is absent or made no sense stays
+  // NULL here (invalid usage is named in the iteration's notes by note_usage), never stored as 0.
+  if (response.usage.known() && response.usage.input_tokens > 0)
     p.tokens = static_cast<int>(response.usage.input_tokens);
   step.add_prompt(p);
   store::ResponseRecord r;
@@ -148,7 +166,7 @@ std::int64_t Recorder::add_exchange(store::Store::Step& step, std::int64_t itera
   if (ex.http_status != 0) r.http_status = static_cast<int>(ex.http_status);
   r.latency_ms = static_cast<double>(ex.latency_ms);
   r.retries = ex.retries;
-  if (usage_known) {
+  if (response.usage.known()) { // absent or invalid usage is unknown (NULL), never 0 tokens
     r.prompt_tokens = static_cast<int>(response.usage.input_tokens);
     r.completion_tokens = static_cast<int>(response.usage.output_tokens);
   }
@@ -171,7 +189,8 @@ void Recorder::provider_failure(std::int64_t session_id, int index, const Provid
   it.index = index;
   it.wall_ms = wall_s * 1000.0;
   it.notes = {{"provider_outcome", provider_outcome_name(response.outcome)},
-              {"error", response.error},
+              {"error", store::replace_invalid_utf8(response.error)},
+              {"usage", response.usage.to_json()},
               {"prompt_sha256", prompt_sha256(request)}};
   note_usage(it.notes, response);
   step.add_iteration(it);
@@ -202,13 +221,18 @@ void Recorder::iteration(std::int64_t session_id, int index, const std::vector<C
       {"prompt_sha256", runs.empty() ? std::string() : prompt_sha256(runs.front().request)}};
   for (const auto& r : runs) // the first usage report that made no sense
     if (!it.notes.contains("usage_invalid")) note_usage(it.notes, r.response);
-  if (runs.size() > 1) {
-    nlohmann::json verdicts = nlohmann::json::array();
-    for (const auto& r : runs)
+  if (runs.size() == 1) {
+    it.notes.update(reply_notes(runs.front()));
+  } else {
+    nlohmann::json verdicts = nlohmann::json::array(), replies = nlohmann::json::array();
+    for (const auto& r : runs) {
       verdicts.push_back(r.report ? nlohmann::json(evaluator::verdict_name(r.report->verdict))
                                   : nlohmann::json(nullptr));
+      replies.push_back(reply_notes(r));
+    }
     it.notes["candidates"] = runs.size();
     it.notes["verdicts"] = verdicts;
+    it.notes["replies"] = replies;
   }
   if (notes.is_object()) it.notes.update(notes);
   step.add_iteration(it);
@@ -383,9 +407,11 @@ TokenUsage recorded_usage(const store::SessionDetail& session) {
     }
     const auto bad = it.iteration.notes.is_object() ? it.iteration.notes.find("usage_invalid")
                                                     : it.iteration.notes.end();
-    if (used.invalid.empty() && bad != it.iteration.notes.end())
-      used.invalid = fmt::format("iteration {}: {}", it.iteration.index + 1,
+    if (used.status != UsageStatus::kInvalid && bad != it.iteration.notes.end()) {
+      used.status = UsageStatus::kInvalid;
+      used.problem = fmt::format("iteration {}: {}", it.iteration.index + 1,
                                  bad->is_string() ? bad->get<std::string>() : bad->dump());
+    }
   }
   return used;
 }

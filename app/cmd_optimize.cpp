@@ -79,6 +79,10 @@ struct OptimizeArgs {
   double worker_timeout_s = 120;
   std::string devices = "all";      // --devices (agent/components.h)
   int candidates_per_iteration = 1; // --candidates-per-iteration
+  double request_timeout_s = 900;   // whole provider request
+  double idle_timeout_s = 180;      // no byte of a streamed reply for this long (0: off)
+  bool no_stream = false;
+  int max_reply_tokens = 8192;
   // Which flags were given on the command line: a resume takes the recorded value of each one
   // left out and refuses one that differs from the record.
   bool provider_given = false, model_given = false, base_url_given = false;
@@ -131,18 +135,27 @@ std::vector<agent::ReplayRecord> replay_records(store::Store& st, std::int64_t i
     agent::ReplayRecord r;
     r.iteration = it.iteration.index;
     r.prompt_sha256 = it.iteration.notes.value("prompt_sha256", std::string());
-    // One record per candidate, in order (`--candidates-per-iteration` records several); an
-    // iteration without a candidate (a provider error) serves one empty reply, as recorded.
-    std::size_t replies = 0;
+    r.stop_reason = it.iteration.notes.value("stop_reason", std::string());
+    r.refusal = it.iteration.notes.value("refusal", std::string());
+    // One record per candidate, in order (`--candidates-per-iteration` records several, each
+    // with its stop reason and refusal under the notes' "replies"); an iteration without a
+    // candidate (a provider error) serves one empty reply, as recorded.
+    const auto replies = it.iteration.notes.value("replies", nlohmann::json::array());
+    std::size_t served = 0;
     for (const auto& c : it.candidates)
       for (const auto& a : c.artifacts)
         if (a.name == "reply.txt") {
           agent::ReplayRecord one = r;
           one.response_text = st.blob(a.sha256);
+          const auto k = static_cast<std::size_t>(c.candidate.ordinal);
+          if (replies.is_array() && k < replies.size() && replies[k].is_object()) {
+            one.stop_reason = replies[k].value("stop_reason", std::string());
+            one.refusal = replies[k].value("refusal", std::string());
+          }
           records.push_back(std::move(one));
-          ++replies;
+          ++served;
         }
-    if (replies == 0) records.push_back(std::move(r));
+    if (served == 0) records.push_back(std::move(r));
   }
   return records;
 }
@@ -164,7 +177,16 @@ std::unique_ptr<agent::Provider> make_provider(const OptimizeArgs& a, store::Sto
   config.api_key_env = a.api_key_env;
   config.model = a.model;
   config.pricing = {a.usd_per_mtok_input, a.usd_per_mtok_output};
-  auto runtime = agent::default_runtime(budget, &g_cancel);
+  config.request_timeout =
+      std::chrono::milliseconds(static_cast<long long>(a.request_timeout_s * 1000));
+  config.idle_timeout = std::chrono::milliseconds(static_cast<long long>(a.idle_timeout_s * 1000));
+  config.stream = !a.no_stream;
+  // Waiting and retry lines go with the loop's progress (stdout; none with --json).
+  auto runtime = agent::default_runtime(budget, &g_cancel, [quiet = a.json](const std::string& s) {
+    if (quiet) return;
+    std::fputs((s + "\n").c_str(), stdout);
+    std::fflush(stdout);
+  });
   if (a.provider == "openai") {
     if (config.base_url.empty()) config.base_url = agent::kOpenAiDefaultBaseUrl;
     if (config.api_key_env.empty()) config.api_key_env = agent::kOpenAiDefaultKeyEnv;
@@ -460,6 +482,7 @@ int run_optimize(OptimizeArgs a) {
   agent::LoopOptions o;
   o.budget = a.budget;
   o.candidates_per_iteration = a.candidates_per_iteration;
+  o.max_reply_tokens = a.max_reply_tokens;
   o.seed = a.seed;
   o.provider_name = a.provider;
   o.model = a.model;
@@ -563,6 +586,18 @@ void register_optimize(CLI::App& app, int& exit_code) {
       sub->add_option("--candidates-per-iteration", args->candidates_per_iteration,
                       "Candidates per iteration, evaluated in parallel across devices (1-16)")
           ->check(CLI::Range(1, 16));
+  sub->add_option("--request-timeout", args->request_timeout_s,
+                  "Provider request deadline, seconds (default 900)")
+      ->check(finite_number_check(1, 86400, "seconds"));
+  sub->add_option("--idle-timeout", args->idle_timeout_s,
+                  "End a streamed provider reply after this many seconds without data (default "
+                  "180; 0: no idle limit)")
+      ->check(finite_number_check(0, 86400, "seconds; 0: no idle limit"));
+  sub->add_flag("--no-stream", args->no_stream,
+                "Ask the provider for one JSON reply instead of a server-sent event stream");
+  sub->add_option("--max-reply-tokens", args->max_reply_tokens,
+                  "Token limit of each provider reply (default 8192)")
+      ->check(CLI::Range(256, 1'000'000));
   sub->callback([=, &exit_code] {
     args->provider_given = provider->count() > 0;
     args->model_given = model->count() > 0;

@@ -18,6 +18,7 @@
 
 #include "app/commands.h"
 #include "app/show_resources.h"
+#include "evaluator/evidence.h"
 #include "store/compare.h"
 #include "store/error.h"
 #include "store/generator_compare.h"
@@ -266,21 +267,14 @@ struct BenchmarkStates {
 // recorded before the summary existed) or the counts are not integers (an edited row).
 std::optional<BenchmarkStates> benchmark_states(const store::CandidateDetail& c) {
   const store::GateRecord* g = c.gate("benchmark");
-  if (g == nullptr || !g->evidence.is_object()) return std::nullopt;
-  const auto summary = g->evidence.value("summary", nlohmann::json());
-  if (!summary.is_object()) return std::nullopt;
-  BenchmarkStates b;
-  for (const auto& [key, value] : {std::pair<const char*, std::int64_t*>{"faster", &b.faster},
-                                   {"indistinguishable", &b.indistinguishable},
-                                   {"slower", &b.slower}}) {
-    const auto v = summary.value(key, nlohmann::json());
-    if (!v.is_number_integer()) return std::nullopt;
-    *value = v.get<std::int64_t>();
-  }
-  if (const auto clears = summary.value("clears_noise_floor", nlohmann::json());
-      clears.is_boolean())
-    b.clears_noise_floor = clears.get<bool>();
-  return b;
+  if (g == nullptr) return std::nullopt;
+  evaluator::evidence::Problems problems; // the schema of evaluator/evidence.h
+  const auto ev = evaluator::evidence::BenchmarkEvidence::read(g->evidence, problems);
+  for (const auto& p : problems)
+    if (p.rfind("summary.", 0) == 0) return std::nullopt; // an edited row: no counts to trust
+  if (!ev.summary) return std::nullopt;
+  return BenchmarkStates{ev.summary->faster, ev.summary->indistinguishable, ev.summary->slower,
+                         ev.summary->clears_noise_floor};
 }
 
 // The frozen candidate's line of `kloop show`: why it was frozen (the benchmark states and

@@ -1,6 +1,8 @@
 // Correctness on the device through the GPU worker (see device_gates.h).
 #include "evaluator/device_gates.h"
 
+#include "evaluator/evidence.h"
+
 #include "kernels/rmsnorm/cases.h"
 #include "kernels/rmsnorm/contract.h"
 #include "store/hash.h"
@@ -19,13 +21,8 @@ GateResult correctness_gate_from(const GpuRunResult& run) {
   if (run.result.is_object()) {
     for (const char* key : {"device", "path_counts", "evidence", "fault", "kernels"})
       if (run.result.contains(key)) ev[key] = run.result.at(key);
-    if (run.result.contains("suite")) {
-      const nlohmann::json& s = run.result.at("suite");
-      ev["suite"] = {{"pass", s.value("pass", false)},
-                     {"passed", s.value("passed", 0)},
-                     {"failed", s.value("failed", 0)},
-                     {"first_failure", s.value("first_failure", nlohmann::json())}};
-    }
+    if (run.result.contains("suite"))
+      ev["suite"] = evidence::suite_summary_json(run.result["suite"]);
   }
   g.evidence = std::move(ev);
   return g;
@@ -255,37 +252,37 @@ GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
 }
 
 nlohmann::json stalls_from_pcsample(const nlohmann::json& pc) {
+  if (!pc.is_object())
+    return evidence::StallEvidence{"infra_error",
+                                   "the worker's pcsample result is not a JSON object"}
+        .to_json();
   // Read field by field with type checks (store/text_view.h): a worker result of another shape
   // gives zeros and empty lists, never a type_error out of the benchmark gate.
-  const auto member = [&](const char* key, nlohmann::json fallback) {
-    const auto it = pc.is_object() ? pc.find(key) : pc.end();
-    return pc.is_object() && it != pc.end() && it->type() == fallback.type() ? *it : fallback;
+  auto count = [](const nlohmann::json& j, const char* key) -> std::int64_t {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
   };
-  const auto count = [](const nlohmann::json& j, const char* key) {
-    const double v = store::number_at(j, key);
-    return v >= 0 && v < 9.2e18 ? static_cast<long long>(v) : 0LL;
-  };
-  nlohmann::json out = {
-      {"histogram", member("stall_reasons", nlohmann::json::object())},
-      {"top_lines", nlohmann::json::array()},
-      {"sampling_period", count(pc, "sampling_period")},
-      {"total_samples", count(pc, "total_samples")},
-      {"dropped_samples", count(pc, "dropped_samples")},
-      {"status", pc.is_object() ? store::string_at(pc, "status", "not_run") : "infra_error"},
-      {"reason", pc.is_object() ? store::string_at(pc, "reason")
-                                : "the worker's pcsample result is not a JSON object"}};
-  for (const auto& t : member("top_pcs", nlohmann::json::array())) {
-    std::string reason;
-    long long best = -1;
-    const nlohmann::json stalls = t.is_object() ? t.value("stalls", nlohmann::json()) : nullptr;
-    if (stalls.is_object())
-      for (const auto& [name, n] : stalls.items())
-        if (const long long v = count(stalls, name.c_str()); n.is_number() && v > best)
-          best = v, reason = name;
-    out["top_lines"].push_back(
-        {{"line", count(t, "line")}, {"reason", reason}, {"samples", count(t, "samples")}});
+  evidence::StallEvidence out;
+  out.status = store::string_at(pc, "status", "not_run");
+  out.reason = store::string_at(pc, "reason");
+  out.sampling_period = count(pc, "sampling_period");
+  out.total_samples = count(pc, "total_samples");
+  out.dropped_samples = count(pc, "dropped_samples");
+  if (const auto h = pc.find("stall_reasons"); h != pc.end() && h->is_object())
+    for (const auto& [name, n] : h->items())
+      if (n.is_number_integer()) out.histogram[name] = n.get<std::int64_t>();
+  const auto top = pc.find("top_pcs");
+  for (const auto& t : top != pc.end() && top->is_array() ? *top : nlohmann::json::array()) {
+    if (!t.is_object()) continue;
+    evidence::StallLine line{count(t, "line"), "", count(t, "samples")};
+    std::int64_t best = -1;
+    if (const auto st = t.find("stalls"); st != t.end() && st->is_object())
+      for (const auto& [name, n] : st->items())
+        if (n.is_number_integer() && n.get<std::int64_t>() > best)
+          best = n.get<std::int64_t>(), line.reason = name;
+    out.top_lines.push_back(std::move(line));
   }
-  return out;
+  return out.to_json();
 }
 
 std::vector<GateResult> GpuWorkerGates::run_perf_gates(const BuiltCandidate& built) {

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "evaluator/correctness.h"
 #include "evaluator/subprocess.h"
 
 namespace kloop::evaluator {
@@ -194,6 +195,19 @@ GpuRunResult classify_gpu_run(int exit_code, int term_signal, bool timed_out,
   r.reason = fmt::format("infra_error: the GPU worker exited with code {}{}{}", exit_code,
                          worker_reason.empty() ? "" : ": ", worker_reason);
   if (!result.is_object()) r.reason += " and wrote no result.json";
+  return r;
+}
+
+nlohmann::json correctness_batch_result(const SuiteResult& suite, nlohmann::json extra) {
+  nlohmann::json r = extra.is_object() ? std::move(extra) : nlohmann::json::object();
+  r["suite"] = suite.to_json();
+  r["status"] = suite.pass ? "pass" : "fail";
+  std::string reason;
+  if (suite.first_failure && *suite.first_failure < suite.cases.size()) {
+    const CaseResult& f = suite.cases[*suite.first_failure];
+    reason = fmt::format("case {} failed: {}", f.case_name, f.reason);
+  }
+  r["reason"] = reason;
   return r;
 }
 

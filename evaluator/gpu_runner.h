@@ -40,6 +40,8 @@
 
 namespace kloop::evaluator {
 
+struct SuiteResult; // evaluator/correctness.h
+
 // Documented exit codes of kloop-gpu-worker.
 enum GpuWorkerExit : int {
   kGpuWorkerOk = 0,          // result.json written; its status says pass or fail
@@ -113,6 +115,11 @@ ToolCall run_on_device(const std::vector<std::string>& argv, SubprocessOptions o
 // Adds {"device", "device_work", "device_wait_ms"} to call.detail (phases_from_tool_calls reads
 // them). Call it after the detail is otherwise complete.
 void note_device(ToolCall& call, const GpuRunOptions& device, DeviceWork work, double wait_ms);
+// The result.json of a correctness batch that ran to its end (the worker exits kGpuWorkerOk):
+// `extra` (device, evidence, path_counts, ...) plus "suite" (SuiteResult::to_json), "status" "pass"
+// or "fail" and "reason" ("case NAME failed: REASON" of the first failure, "" on pass). The GPU
+// worker writes its batches with it, and so does the CPU emulation of the worker in the tests.
+nlohmann::json correctness_batch_result(const SuiteResult& suite, nlohmann::json extra);
 
 // Runs one batch in a fresh worker. Never throws for anything the candidate does; throws
 // InfraError only when the request folder cannot be written.

@@ -1,5 +1,6 @@
 #include "evaluator/pipeline.h"
 
+#include "evaluator/evidence.h"
 #include "evaluator/static_inspection.h"
 #include "store/hash.h"
 
@@ -28,6 +29,30 @@ std::string cuda_root_of(const BuildOptions& o) {
 }
 
 } // namespace
+
+GateResult contract_gate(const Candidate& candidate, std::optional<rmsnorm::Manifest>* manifest) {
+  std::optional<rmsnorm::Manifest> parsed_manifest;
+  auto problems = check_candidate_bytes(candidate);
+  if (problems.empty()) {
+    auto parsed = rmsnorm::parse_manifest(candidate.manifest_text);
+    parsed_manifest = std::move(parsed.manifest);
+    problems = std::move(parsed.errors);
+  }
+  if (!problems.empty()) {
+    evidence::ContractEvidence found;
+    for (const auto& e : problems)
+      found.errors.push_back({e.field, e.message});
+    return {std::string(kGateContract), GateStatus::kFail, problems.front().message,
+            found.to_json()};
+  }
+  GateResult g{std::string(kGateContract),
+               GateStatus::kPass,
+               "",
+               {{"dispatch_predicate", rmsnorm::dispatch_predicate_text(*parsed_manifest)},
+                {"target", parsed_manifest->target}}};
+  if (manifest) *manifest = std::move(parsed_manifest);
+  return g;
+}
 
 std::vector<GateResult> NoDeviceGates::run(const BuiltCandidate&) {
   std::vector<GateResult> out;
@@ -65,29 +90,12 @@ HostStages run_host_stages(const Candidate& candidate, const EvaluateOptions& op
 
   // Contract.
   double t = steady_now_ms();
-  auto problems = check_candidate_bytes(candidate);
-  if (problems.empty()) {
-    auto parsed = rmsnorm::parse_manifest(candidate.manifest_text);
-    if (parsed.manifest) ev.manifest = std::move(parsed.manifest);
-    problems = std::move(parsed.errors);
-  }
+  gates.push_back(contract_gate(candidate, &ev.manifest));
   phases.add_since("contract", t);
-  if (!problems.empty()) {
-    nlohmann::json errors = nlohmann::json::array();
-    for (const auto& e : problems)
-      errors.push_back({{"field", e.field}, {"message", e.message}});
-    gates.push_back({std::string(kGateContract),
-                     GateStatus::kFail,
-                     problems.front().message,
-                     {{"errors", errors}}});
+  if (gates.back().status != GateStatus::kPass) {
     skip_rest(gates, {kGateBuild, kGateStatic}, "contract gate failed");
     return done();
   }
-  gates.push_back({std::string(kGateContract),
-                   GateStatus::kPass,
-                   "",
-                   {{"dispatch_predicate", rmsnorm::dispatch_predicate_text(*ev.manifest)},
-                    {"target", ev.manifest->target}}});
 
   // Build.
   t = steady_now_ms();

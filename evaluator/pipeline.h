@@ -65,6 +65,12 @@ struct Evaluation {
   double wall_ms = 0;
 };
 
+// The contract gate alone, as evaluate_candidate runs it first: the candidate's byte caps and
+// manifest.json against the contract (rmsnorm::parse_manifest). Pass carries the dispatch predicate
+// and target; fail carries evidence::ContractEvidence. `manifest` (may be null) receives the
+// parsed manifest on pass.
+GateResult contract_gate(const Candidate& candidate, std::optional<rmsnorm::Manifest>* manifest);
+
 // Evaluates `candidate`. Never throws for candidate faults; an infrastructure failure inside a
 // gate becomes that gate's infra_error. The same as run_host_stages then run_device_stages.
 Evaluation evaluate_candidate(const Candidate& candidate, const EvaluateOptions& options,

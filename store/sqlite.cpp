@@ -56,8 +56,11 @@ void Db::fail(int rc, std::string_view what) const {
     hint = "the database file is corrupt: restore it from a backup or use another --store";
   else if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
     hint = "another kloop holds the store: wait for it or use another --store";
-  throw StoreError(fmt::format("store: {}: {} failed: {} (sqlite code {}); {}", label_, what,
-                               db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc), rc, hint));
+  const std::string message =
+      fmt::format("store: {}: {} failed: {} (sqlite code {}); {}", label_, what,
+                  db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc), rc, hint);
+  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) throw StoreBusy(message);
+  throw StoreError(message);
 }
 
 void Db::exec(std::string_view sql) {

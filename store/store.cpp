@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include <fmt/core.h>
@@ -163,8 +165,19 @@ Store Store::open(const std::string& dir, OpenMode mode) {
   if (writable) {
     // The first statement that reads the file reveals corruption (SQLITE_NOTADB).
     db.exec("PRAGMA busy_timeout = 5000");
-    Stmt jm = db.prepare("PRAGMA journal_mode = WAL");
-    jm.step();
+    // The switch to WAL takes an exclusive lock for which SQLite answers SQLITE_BUSY at once,
+    // without its busy handler, while another process creates or opens the same new store; it is
+    // retried for up to 5 s like any other wait for the store.
+    for (int attempt = 1;; ++attempt) {
+      try {
+        Stmt jm = db.prepare("PRAGMA journal_mode = WAL");
+        jm.step();
+        break;
+      } catch (const StoreBusy&) {
+        if (attempt >= 100) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
     db.exec("PRAGMA synchronous = FULL");
   } else {
     db.exec("PRAGMA busy_timeout = 5000");

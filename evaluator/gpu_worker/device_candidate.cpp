@@ -5,20 +5,22 @@
 #include <cstring>
 #include <span>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "evaluator/gpu_worker/reference_kernel.h"
+#include "evaluator/output_audit.h"
 #include "kernels/rmsnorm/reference.h"
 
 namespace kloop::gpu {
 namespace {
 
-constexpr unsigned char kGuard = 0xA5;
-constexpr unsigned char kPoisonNan = 0xFF;    // NaN in float32, float16 and bfloat16
-constexpr unsigned char kPoisonFinite = 0x7B; // a large finite value in every dtype
-constexpr std::int64_t kSmallCase = 1 << 16;  // elements: repeated small_repeats times
+using evaluator::audit::kGuardByte;
+using evaluator::audit::kPoisonFinite;
+using evaluator::audit::kPoisonNan;
+constexpr std::int64_t kSmallCase = 1 << 16; // elements: repeated small_repeats times
 constexpr std::int64_t kConcurrentMax = 1 << 22;
 
 // Device buffer of `bytes` user bytes between two guard regions.
@@ -27,8 +29,8 @@ public:
   Guarded(std::size_t bytes, std::size_t guard)
       : guard_(guard), bytes_(bytes), buf_(bytes + 2 * guard) {
     if (guard > 0) {
-      check(cudaMemset(buf_.data(), kGuard, guard), "cudaMemset(guard)");
-      check(cudaMemset(buf_.data() + guard + bytes, kGuard, guard), "cudaMemset(guard)");
+      check(cudaMemset(buf_.data(), kGuardByte, guard), "cudaMemset(guard)");
+      check(cudaMemset(buf_.data() + guard + bytes, kGuardByte, guard), "cudaMemset(guard)");
     }
   }
   std::byte* user() const { return buf_.data() + guard_; }
@@ -40,14 +42,8 @@ public:
     for (int side = 0; side < 2; ++side) {
       const std::byte* src = side == 0 ? buf_.data() : buf_.data() + guard_ + bytes_;
       check(cudaMemcpy(host.data(), src, guard_, cudaMemcpyDeviceToHost), "cudaMemcpy(guard)");
-      for (std::size_t i = 0; i < guard_; ++i)
-        if (host[i] != kGuard)
-          return fmt::format("guard bytes {} {} were overwritten ({} byte {} of the guard): an "
-                             "out-of-bounds write",
-                             side == 0 ? "before" : "after", name,
-                             side == 0 ? "offset -" + std::to_string(guard_ - i)
-                                       : "offset +" + std::to_string(i),
-                             i);
+      if (std::string d = evaluator::audit::guard_damage(host, side == 0, name); !d.empty())
+        return d;
     }
     return {};
   }
@@ -274,14 +270,9 @@ evaluator::CandidateCall DeviceAdapter::call_impl(const HostTensor& x, const Hos
     const char* name = item == &xd ? "x" : item == &wd ? "weight" : "y";
     if (std::string g = item->check_guards(name); !g.empty()) fails.push_back(g);
   }
-  auto same = [](const std::vector<std::byte>& a, std::span<std::byte> b) {
-    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
-  };
-  if (!same(to_host(xd), x_src))
-    fails.push_back("x's device storage changed during the call: inputs must stay byte-identical");
-  if (!same(to_host(wd), w_src))
-    fails.push_back("weight's device storage changed during the call: inputs must stay "
-                    "byte-identical");
+  for (auto [name, device, host] : {std::tuple{"x", &xd, x_src}, std::tuple{"weight", &wd, w_src}})
+    if (std::string c = evaluator::audit::input_changed(host, to_host(*device), name); !c.empty())
+      fails.push_back(c);
 
   // Repeats with the finite poison: identical bits, and no element still holding both poisons.
   const int repeats = v.rows * v.h <= kSmallCase ? opt_.small_repeats : opt_.repeats;
@@ -294,27 +285,8 @@ evaluator::CandidateCall DeviceAdapter::call_impl(const HostTensor& x, const Hos
     }
     check(cudaStreamSynchronize(s1.get()), ("kernel " + entry).c_str());
     const std::vector<std::byte> again = to_host(y1);
-    if (again != first) {
-      std::size_t unwritten = 0, differ = 0, first_bad = out_bytes;
-      for (std::size_t e = 0; e < out_bytes; e += es) {
-        if (std::memcmp(&again[e], &first[e], es) == 0) continue;
-        ++differ;
-        first_bad = std::min(first_bad, e / es);
-        bool both = true;
-        for (std::size_t b = 0; b < es; ++b)
-          both = both && static_cast<unsigned char>(first[e + b]) == kPoisonNan &&
-                 static_cast<unsigned char>(again[e + b]) == kPoisonFinite;
-        unwritten += both;
-      }
-      fails.push_back(
-          unwritten > 0
-              ? fmt::format("{} output elements were never written (the poison survived the "
-                            "call; first at flat index {})",
-                            unwritten, first_bad)
-              : fmt::format("repeated call {} gave different bits in {} elements (first at flat "
-                            "index {}): nondeterministic output, a race?",
-                            r + 1, differ, first_bad));
-    }
+    if (std::string m = evaluator::audit::repeat_mismatch(first, again, es, r + 1); !m.empty())
+      fails.push_back(m);
   }
   if (opt_.concurrency && fails.empty() && route.route == rmsnorm::Route::kCandidate &&
       v.rows * v.h <= kConcurrentMax) {

@@ -243,15 +243,11 @@ int run(const json& req) {
                   extra);
   }
   suite.pass = suite.failed == 0;
-  extra["suite"] = suite.to_json();
   extra["evidence"] = adapter.evidence();
   extra["path_counts"] = adapter.path_counts().to_json();
-  std::string reason;
-  if (suite.first_failure) {
-    const evaluator::CaseResult& f = suite.cases[*suite.first_failure];
-    reason = fmt::format("case {} failed: {}", f.case_name, f.reason);
-  }
-  return finish(evaluator::kGpuWorkerOk, suite.pass ? "pass" : "fail", reason, extra);
+  const json result = evaluator::correctness_batch_result(suite, std::move(extra));
+  return finish(evaluator::kGpuWorkerOk, result["status"].get<std::string>(),
+                result["reason"].get<std::string>(), result);
 }
 
 } // namespace

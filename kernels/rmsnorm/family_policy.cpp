@@ -32,9 +32,16 @@ std::optional<double> number_at(const json& obj, std::initializer_list<const cha
   return std::nullopt;
 }
 
-// Top stall reason from a value under a key naming stalls: a string, an array of strings or of
-// {reason|name, samples|fraction|share|count} objects, or an object {reason: number}.
+// Top stall reason from a value under a key naming stalls: the benchmark gate's CUPTI evidence
+// (evaluator/evidence.h StallEvidence: {"histogram": {reason: samples}, "top_lines",
+// "total_samples",
+// ...}: the histogram's top, never a bookkeeping count such as total_samples), a string, an array
+// of strings or of {reason|name, samples|fraction|share|count} objects, or an object
+// {reason: number}.
 std::string top_stall(const json& v) {
+  if (v.is_object())
+    if (const auto h = v.find("histogram"); h != v.end())
+      return h->is_object() ? top_stall(*h) : "";
   if (v.is_string()) return clean_stall(v.get<std::string>());
   std::string best;
   double best_n = -1.0;

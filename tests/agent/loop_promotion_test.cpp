@@ -7,6 +7,7 @@
 #include <atomic>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 
 #include <gtest/gtest.h>
@@ -60,13 +61,22 @@ public:
   ProviderResponse complete(const ProviderRequest& request) override {
     requests.push_back(request);
     ProviderResponse r;
-    r.text = replies_.at(std::min(calls, replies_.size() - 1));
     r.exchange.provider = "fake";
+    if (unreachable_call && calls == *unreachable_call) { // as HttpJsonProvider reports it
+      r.outcome = ProviderOutcome::kTransport;
+      r.error = "unreachable: POST http://127.0.0.1:1/v1/chat/completions failed (connect_error)";
+      r.exchange.error = r.error;
+      r.stop_session = true;
+      ++calls;
+      return r;
+    }
+    r.text = replies_.at(std::min(calls, replies_.size() - 1));
     ++calls;
     return r;
   }
   std::size_t calls = 0;
-  std::vector<ProviderRequest> requests; // every request, in order
+  std::optional<std::size_t> unreachable_call; // this call fails, and asking again would too
+  std::vector<ProviderRequest> requests;       // every request, in order
 
 private:
   std::vector<std::string> replies_;
@@ -534,6 +544,44 @@ TEST_F(LoopPromotionTest, SeveralCandidatesPerIterationAreRecordedInOrderAndFedB
             "    time 25.3 s: build 1.20 s, correctness 4.00 s, benchmark 20.00 s\n");
   EXPECT_NE(store::phase_summary_text(d).find("benchmark:streaming:cold"), std::string::npos);
   EXPECT_TRUE(d.to_json()["phase_summary"]["totals"].is_array());
+}
+
+// K = 2, the second request of iteration 1 fails in a way asking again would repeat (issue 22 item
+// 9): the iteration is recorded with its evaluated candidate and the failed exchange, each
+// candidate's reply notes under "replies", and the session stops failed and resumable.
+TEST_F(LoopPromotionTest, AProviderFailureThatWouldRepeatStopsASessionOfSeveralCandidates) {
+  ScriptedProvider provider({reply_with(good_manifest())});
+  provider.unreachable_call = 1;
+  ScriptedEvaluator evaluator({kFaster, kFaster, kFaster});
+  FakeHoldoutRunner holdout(GateStatus::kPass);
+  LoopOptions o = options(3);
+  o.candidates_per_iteration = 2;
+  const LoopResult r = run(o, provider, evaluator, holdout);
+  EXPECT_EQ(r.decision, "failed") << r.reason;
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(provider.calls, 2u) << "no request of iteration 2 is sent";
+  EXPECT_EQ(evaluator.calls, 1u);
+  EXPECT_NE(r.reason.find("iteration 1 (candidate 2) would fail the same way"), std::string::npos)
+      << r.reason;
+  EXPECT_NE(r.reason.find("--resume " + std::to_string(r.session_id)), std::string::npos)
+      << r.reason;
+  ASSERT_EQ(r.iterations.size(), 2u);
+  EXPECT_EQ(r.iterations[0].verdict, "pass");
+  EXPECT_EQ(r.iterations[1].verdict, "provider_error");
+  EXPECT_EQ(holdout.calls, 0);
+
+  const auto d = store_.load_session(r.session_id);
+  EXPECT_EQ(d.session.status, store::SessionStatus::kFailed);
+  EXPECT_TRUE(d.holdout_runs.empty());
+  ASSERT_EQ(d.iterations.size(), 1u);
+  const auto& it = d.iterations.front();
+  EXPECT_EQ(it.candidates.size(), 1u);
+  EXPECT_EQ(it.responses.size(), 2u);
+  const json& replies = it.iteration.notes["replies"];
+  ASSERT_TRUE(replies.is_array() && replies.size() == 2u) << it.iteration.notes.dump();
+  EXPECT_EQ(replies[0]["reply_outcome"], "ok");
+  EXPECT_EQ(replies[0]["usage"]["status"], "reported");
+  EXPECT_FALSE(replies[1].contains("reply_outcome")) << "no reply reached the format gate";
 }
 
 // A resumed session of K = 2 builds its next prompt from both candidates of its last committed

@@ -44,7 +44,7 @@ TEST(JsonReadTest, SyntaxErrorsAreValues) {
 
 TEST(JsonReadTest, ManifestNumberOverflowIsAFieldError) {
   const auto parsed = rmsnorm::parse_manifest(
-      R"({"contract":"weighted_rmsnorm/1","launch":{"block_threads":1e999}})", "");
+      R"({"contract":"weighted_rmsnorm/1","launch":{"block_threads":1e999}})");
   EXPECT_FALSE(parsed.manifest);
   ASSERT_EQ(parsed.errors.size(), 1u);
   EXPECT_EQ(parsed.errors[0].field, "launch.block_threads");

@@ -88,9 +88,7 @@ void write_package(const fs::path& dir, const std::string& manifest) {
   const fs::path pkg = dir / "kloop_rmsnorm";
   fs::create_directories(pkg);
   std::ofstream(pkg / "__init__.py") << "";
-  const std::string source = test_support::read_file(fs::path(KLOOP_SOURCE_DIR) /
-                                                     "tests/evaluator/fixtures/good/kernel.cu");
-  std::ofstream(pkg / "_config.py") << agent::render_config_py(manifest, source, json::object());
+  std::ofstream(pkg / "_config.py") << agent::render_config_py(manifest, json::object());
   bool found = false;
   for (const agent::ExportTemplate& t : agent::export_templates()) {
     if (std::string_view(t.name) != "_dispatch.py") continue;
