@@ -197,7 +197,7 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
     evaluator::evidence::Problems ignored;
     const auto format = evaluator::evidence::FormatEvidence::read(f->evidence, ignored);
     it.notes["reply_outcome"] = format.outcome;
-    it.notes["reply_reason"] = store::replace_invalid_utf8(format.reason);
+    it.notes["reply_reason"] = format.reason; // valid UTF-8: format_gate_result scrubs it
     it.notes["stop_reason"] = store::replace_invalid_utf8(response.stop_reason);
     if (!response.refusal.empty())
       it.notes["refusal"] = store::replace_invalid_utf8(response.refusal);
