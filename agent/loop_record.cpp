@@ -87,7 +87,7 @@ nlohmann::json reply_notes(const CandidateRun& run) {
   evaluator::evidence::Problems ignored;
   const auto format = evaluator::evidence::FormatEvidence::read(f->evidence, ignored);
   out["reply_outcome"] = format.outcome;
-  out["reply_reason"] = store::replace_invalid_utf8(format.reason);
+  out["reply_reason"] = format.reason; // valid UTF-8: format_gate_result scrubs it
   out["stop_reason"] = store::replace_invalid_utf8(response.stop_reason);
   if (!response.refusal.empty()) out["refusal"] = store::replace_invalid_utf8(response.refusal);
   return out;

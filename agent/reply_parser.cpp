@@ -11,6 +11,7 @@
 #include "evaluator/evidence.h"
 #include "kernels/json_read.h"
 #include "kernels/rmsnorm/manifest.h"
+#include "store/text_view.h"
 
 namespace kloop::agent {
 namespace {
@@ -457,14 +458,15 @@ evaluator::GateResult format_gate_result(const ParsedReply& parsed, std::size_t 
   evaluator::GateResult g;
   g.name = std::string(evaluator::kGateFormat);
   g.status = parsed.ok ? evaluator::GateStatus::kPass : evaluator::GateStatus::kFail;
-  g.reason = parsed.ok ? "" : parsed.error;
+  // The reasons quote the reply, whose bytes need not be UTF-8; the evidence is JSON text.
+  g.reason = parsed.ok ? "" : store::replace_invalid_utf8(parsed.error);
   evaluator::evidence::FormatEvidence e;
   e.outcome = std::string(reply_outcome_name(parsed.outcome));
-  e.reason = parsed.why;
+  e.reason = store::replace_invalid_utf8(parsed.why);
   e.code_blocks = parsed.code_blocks;
   e.json_blocks = parsed.json_blocks;
   e.reply_bytes = static_cast<std::int64_t>(reply_bytes);
-  e.stop_reason = parsed.stop_reason;
+  e.stop_reason = store::replace_invalid_utf8(parsed.stop_reason);
   g.evidence = e.to_json();
   if (parsed.manifest_in_prose) g.evidence["manifest_in_prose"] = true;
   return g;

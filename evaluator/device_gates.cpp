@@ -232,7 +232,11 @@ GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
     std::vector<std::string> full;
     if (isolate) full = {"/usr/bin/unshare", "-n"};
     full.insert(full.end(), argv.begin(), argv.end());
-    ToolCall call = run_on_device(full, so, o.runner, DeviceWork::kShared);
+    ToolCall call = run_on_device(full, so, o.runner, DeviceWork::kShared, [&argv] {
+      std::error_code ec; // the worker's request folder is the last argument
+      for (const char* name : {"result.json", "progress.json"})
+        fs::remove(fs::path(argv.back()) / name, ec);
+    });
     // argv: sanitizer --tool T ... worker dir, or sanitizer --version
     const bool tool_run = argv.size() > 2 && argv[1] == "--tool";
     call.detail.update(

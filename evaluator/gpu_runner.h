@@ -28,6 +28,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -108,10 +109,14 @@ nlohmann::json device_memory_of(const nlohmann::json& worker_result);
 
 // Runs `argv` (a device process: compute-sanitizer or ncu around a worker) on the device of
 // `device`: CUDA_VISIBLE_DEVICES pinned in `options.env` when device.device is set, device.access
-// held as `work` while it runs; note_device() fills the call's detail. Throws what run_subprocess
-// throws.
+// held as `work` while it runs; note_device() fills the call's detail. A shared call under a
+// device lock that passes its deadline is run once more alone on the device (held as timed work,
+// `before_retry` first, e.g. to remove the first attempt's result files) and that run decides: a
+// correct kernel slowed by the work sharing its GPU is not a timeout verdict. The detail then says
+// "retried_alone" and the first attempt's wall time. Throws what run_subprocess throws.
 ToolCall run_on_device(const std::vector<std::string>& argv, SubprocessOptions options,
-                       const GpuRunOptions& device, DeviceWork work);
+                       const GpuRunOptions& device, DeviceWork work,
+                       const std::function<void()>& before_retry = {});
 // Adds {"device", "device_work", "device_wait_ms"} to call.detail (phases_from_tool_calls reads
 // them). Call it after the detail is otherwise complete.
 void note_device(ToolCall& call, const GpuRunOptions& device, DeviceWork work, double wait_ms);

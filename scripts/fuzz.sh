@@ -29,7 +29,8 @@ targets() { ls "$build"/bin | sed -n 's/^fuzz_\(.*\)$/\1/p' | sort; }
 
 # run_target NAME SECONDS: replays the checked-in inputs, then fuzzes; prints one summary line.
 run_target() {
-  local name=$1 seconds=$2 bin="$root/$build/bin/fuzz_$name"
+  local name=$1 seconds=$2 # one `local` expands every word before it assigns any
+  local bin="$root/$build/bin/fuzz_$name"
   local work="$root/$build/corpus/$name" findings="$root/$build/findings/$name"
   local log="$root/$build/logs/$name.log"
   mkdir -p "$work" "$findings" "$(dirname "$log")"

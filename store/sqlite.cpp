@@ -192,4 +192,13 @@ void Transaction::commit() {
   done_ = true;
 }
 
+ReadSnapshot::ReadSnapshot(Db& db) : db_(&db), owns_(sqlite3_get_autocommit(db.handle()) != 0) {
+  if (owns_) db_->exec("BEGIN");
+}
+
+ReadSnapshot::~ReadSnapshot() {
+  if (owns_ && sqlite3_get_autocommit(db_->handle()) == 0)
+    sqlite3_exec(db_->handle(), "COMMIT", nullptr, nullptr, nullptr);
+}
+
 } // namespace kloop::store

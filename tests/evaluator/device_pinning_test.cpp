@@ -9,6 +9,7 @@
 #include <chrono>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -104,6 +105,82 @@ TEST(DevicePinningTest, TimedWorkWaitsForTheDeviceAndTheWaitIsAPhase) {
   EXPECT_EQ(phases[0].name, "device_wait");
   EXPECT_EQ(phases[0].detail["work"], "timed");
   EXPECT_EQ(phases[0].detail["for"], "correctness:public");
+}
+
+// A worker that hangs (writing progress.json first) on its first run in a request folder and
+// passes on the next one; with `always_hang` it hangs every time.
+std::string slow_first_worker(const TempDir& dir, bool always_hang) {
+  const auto path = dir.dir() / (always_hang ? "hanging-worker.sh" : "slow-first-worker.sh");
+  std::ofstream(path)
+      << "#!/bin/sh\n"
+      << (always_hang ? ""
+                      : "if [ -e \"$1/attempted\" ]; then\n"
+                        "  printf '{\"status\": \"pass\"}' > \"$1/result.json\"\n"
+                        "  exit 0\n"
+                        "fi\n")
+      << "touch \"$1/attempted\"\n"
+         "printf '{\"index\": 3, \"name\": \"P1-8x4096-float32\"}' > \"$1/progress.json\"\n"
+         "exec sleep 30\n";
+  ::chmod(path.c_str(), 0755);
+  return path.string();
+}
+
+// Records every acquire and release, and lets everything run at once.
+struct RecordingAccess final : DeviceAccess {
+  std::vector<std::string> events;
+  void acquire(DeviceWork w) override {
+    events.push_back("acquire " + std::string(device_work_name(w)));
+  }
+  void release(DeviceWork w) override {
+    events.push_back("release " + std::string(device_work_name(w)));
+  }
+};
+
+TEST(DeviceRetryTest, ASharedBatchPastItsDeadlineIsRunAgainAloneAndThatRunDecides) {
+  TempDir dir("retry");
+  RecordingAccess access;
+  GpuRunOptions o;
+  o.worker = slow_first_worker(dir, false);
+  o.isolate_network = false;
+  o.access = &access;
+  o.work = DeviceWork::kShared;
+  o.deadline = std::chrono::milliseconds(700);
+  const GpuRunResult r = run_gpu_worker(request(), o);
+  EXPECT_EQ(r.status, GateStatus::kPass) << r.reason;
+  EXPECT_TRUE(r.progress.is_null()) << "the first attempt's progress stood for the retry";
+  EXPECT_EQ(r.call.detail["retried_alone"], true);
+  EXPECT_EQ(r.call.detail["device_work"], "timed");
+  EXPECT_GE(r.call.detail["shared_attempt_wall_ms"].get<double>(), 600.0);
+  EXPECT_EQ(access.events, (std::vector<std::string>{"acquire shared", "release shared",
+                                                     "acquire timed", "release timed"}));
+}
+
+TEST(DeviceRetryTest, AKernelThatHangsAloneTooIsATimeout) {
+  TempDir dir("retry");
+  RecordingAccess access;
+  GpuRunOptions o;
+  o.worker = slow_first_worker(dir, true);
+  o.isolate_network = false;
+  o.access = &access;
+  o.deadline = std::chrono::milliseconds(500);
+  const GpuRunResult r = run_gpu_worker(request(), o);
+  EXPECT_EQ(r.status, GateStatus::kTimeout) << r.reason;
+  EXPECT_EQ(r.fault_class, "timeout") << r.reason;
+  EXPECT_NE(r.reason.find("case 3 (P1-8x4096-float32)"), std::string::npos) << r.reason;
+  EXPECT_EQ(r.call.detail["retried_alone"], true);
+  EXPECT_EQ(access.events.size(), 4u);
+}
+
+TEST(DeviceRetryTest, WithoutADeviceLockATimeoutIsNotRetried) {
+  TempDir dir("retry");
+  GpuRunOptions o;
+  o.worker = slow_first_worker(dir, false); // would pass a second time: it must not get one
+  o.isolate_network = false;
+  o.deadline = std::chrono::milliseconds(500);
+  const GpuRunResult r = run_gpu_worker(request(), o);
+  EXPECT_EQ(r.status, GateStatus::kTimeout) << r.reason;
+  EXPECT_EQ(r.fault_class, "timeout");
+  EXPECT_FALSE(r.call.detail.contains("retried_alone"));
 }
 
 TEST(PhaseTimingsTest, BenchmarkStatesAreGroupedByShapeClassAndState) {
