@@ -115,7 +115,12 @@ CaseResult run_case(const Candidate& candidate, const HostTensor& x, const HostT
   }
   const rmsnorm::Tolerance t = tol ? *tol : rmsnorm::tolerance_for(x.dtype());
   result.comparison = compare(y, *expected, t);
-  if (!result.comparison->pass) return fail(std::move(result), result.comparison->reason);
+  if (!result.comparison->pass) {
+    // The reason is copied before `result` is moved: the order in which a call's arguments are
+    // evaluated is unspecified (clang moves the comparison out first, and the reason was empty).
+    std::string why = result.comparison->reason;
+    return fail(std::move(result), std::move(why));
+  }
   result.pass = true;
   return result;
 }

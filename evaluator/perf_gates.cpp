@@ -24,6 +24,27 @@ const json& need(const json& j, const char* key, const std::string& where) {
   return j.at(key);
 }
 
+// need() of an integer >= `min` (a shape's rows and h, the copy ceiling's bytes), or InfraError
+// naming the key: a worker result kloop cannot have written, never a json exception.
+std::int64_t need_int(const json& j, const char* key, const std::string& where, std::int64_t min) {
+  const json& v = need(j, key, where);
+  if (!v.is_number_integer() || v.get<std::int64_t>() < min)
+    throw InfraError(fmt::format("benchmark result: {}.{} is {}, not an integer >= {}; the GPU "
+                                 "worker and kloop disagree on the result format, rebuild both",
+                                 where, key, v.dump(-1, ' ', false, json::error_handler_t::replace),
+                                 min));
+  return v.get<std::int64_t>();
+}
+
+// need() of a number > 0 (the copy ceiling's time in ms), or InfraError naming the key.
+double need_positive(const json& j, const char* key, const std::string& where) {
+  const json& v = need(j, key, where);
+  if (!v.is_number() || !(v.get<double>() > 0))
+    throw InfraError(fmt::format("benchmark result: {}.{} is {}, not a positive number", where, key,
+                                 v.dump(-1, ' ', false, json::error_handler_t::replace)));
+  return v.get<double>();
+}
+
 std::vector<double> samples(const json& state, const char* key, const std::string& where) {
   const json& s = need(need(state, "samples", where), key, where + ".samples");
   if (!s.is_array())
@@ -43,7 +64,8 @@ std::string shape_name(const json& shape) {
 }
 
 DType shape_dtype(const json& shape, const std::string& where) {
-  const auto d = parse_dtype(need(shape, "dtype", where).get<std::string>());
+  const json& name = need(shape, "dtype", where);
+  const auto d = name.is_string() ? parse_dtype(name.get<std::string>()) : std::nullopt;
   if (!d) throw InfraError("benchmark result: " + where + ".dtype is not a contract dtype");
   return *d;
 }
@@ -127,7 +149,21 @@ json bench_request(const std::vector<rmsnorm::BenchShape>& shapes, const BenchPr
           {"raw_samples_path", raw_samples_path}};
 }
 
-GateResult benchmark_gate(const json& r) {
+namespace {
+
+// A worker result of the wrong JSON types (a string where a count belongs, an array for a state)
+// is one the worker never writes: an InfraError naming what nlohmann::json refused.
+template <class Gate> GateResult malformed_is_infra(const char* gate, Gate&& read) {
+  try {
+    return read();
+  } catch (const json::exception& e) {
+    throw InfraError(fmt::format("benchmark result: malformed for the {} gate ({}); the GPU "
+                                 "worker and kloop disagree on the result format, rebuild both",
+                                 gate, e.what()));
+  }
+}
+
+GateResult read_benchmark_gate(const json& r) {
   GateResult g;
   g.name = std::string(kGateBenchmark);
   json shapes_out = json::array();
@@ -230,22 +266,21 @@ GateResult benchmark_gate(const json& r) {
   return g;
 }
 
-GateResult roofline_gate(const json& r, double margin) {
+GateResult read_roofline_gate(const json& r, double margin) {
   GateResult g;
   g.name = std::string(kGateRoofline);
   const json& ceiling = need(r, "copy_ceiling", "benchmark");
   const double ceiling_tbps =
-      roofline::copy_ceiling_tbps(need(ceiling, "bytes", "copy_ceiling").get<std::int64_t>(),
-                                  need(ceiling, "time_ms", "copy_ceiling").get<double>());
-  const std::int64_t l2 =
-      need(need(r, "device", "benchmark"), "l2_bytes", "device").get<std::int64_t>();
+      roofline::copy_ceiling_tbps(need_int(ceiling, "bytes", "copy_ceiling", 1),
+                                  need_positive(ceiling, "time_ms", "copy_ceiling"));
+  const std::int64_t l2 = need_int(need(r, "device", "benchmark"), "l2_bytes", "device", 0);
   std::map<std::string, std::vector<double>> by_class;
   json shapes_out = json::array();
   std::string first_failure;
   for (const auto& shape : need(r, "shapes", "benchmark")) {
     const std::string where = shape_name(shape);
-    const auto rows = need(shape, "rows", where).get<std::int64_t>();
-    const auto h = need(shape, "h", where).get<std::int64_t>();
+    const auto rows = need_int(shape, "rows", where, 1);
+    const auto h = need_int(shape, "h", where, 1);
     const DType dtype = shape_dtype(shape, where);
     const auto bytes = roofline::logical_bytes(rows, h, dtype);
     const std::string cls(roofline::shape_class(rows, h, dtype));
@@ -314,6 +349,16 @@ GateResult roofline_gate(const json& r, double margin) {
     g.status = GateStatus::kPass;
   }
   return g;
+}
+
+} // namespace
+
+GateResult benchmark_gate(const json& r) {
+  return malformed_is_infra("benchmark", [&] { return read_benchmark_gate(r); });
+}
+
+GateResult roofline_gate(const json& r, double margin) {
+  return malformed_is_infra("roofline", [&] { return read_roofline_gate(r, margin); });
 }
 
 std::vector<GateResult> not_run(const std::string& reason) {

@@ -50,11 +50,13 @@ nlohmann::json bench_request(const std::vector<rmsnorm::BenchShape>& shapes,
                              const BenchProtocol& protocol, const std::string& raw_samples_path);
 
 // Benchmark gate from the worker result's "benchmark" member (layout in h7-api.md). A missing or
-// malformed member is an InfraError naming the key (the worker is ours).
+// malformed member (a missing key, a wrong JSON type, a shape of no rows) is an InfraError naming
+// it (the worker is ours), never another exception.
 GateResult benchmark_gate(const nlohmann::json& bench_result);
 
 // Roofline gate from the same member: needs "copy_ceiling" and the cold (else warm) candidate
-// kernel samples of each shape. `margin`: declared plausibility margin (roofline.h).
+// kernel samples of each shape. `margin`: declared plausibility margin (roofline.h). Malformed
+// input: InfraError, as for benchmark_gate.
 GateResult roofline_gate(const nlohmann::json& bench_result, double margin = 0.05);
 
 // Both gates as not_run with `reason` (no device, worker missing, earlier gate failed).

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # fuzz.sh ci | bench [SECONDS] [--merge] | build: the libFuzzer targets of fuzz/ (fuzz/README.md).
-#   build  configures BUILD_FUZZ (default build-fuzz) with clang-14, ASan+UBSan and libFuzzer
-#          instrumentation (-DKLOOP_FUZZ=ON -DKLOOP_SANITIZE=ON -DKLOOP_WITH_CUDA=OFF) and builds
-#          only the fuzz targets and the libraries they link (target fuzz_all).
+#   build  configures BUILD_FUZZ (default build-fuzz; scripts/test.sh passes build-asan) with
+#          clang-14, ASan+UBSan and libFuzzer instrumentation (-DKLOOP_FUZZ=ON -DKLOOP_SANITIZE=ON
+#          -DKLOOP_WITH_CUDA=OFF) and builds the fuzz targets and the libraries they link (fuzz_all).
 #   ci     build, then per target: every checked-in input (fuzz/corpus/NAME, fuzz/regressions/NAME)
 #          once, then FUZZ_SECONDS (default 25) of fuzzing from them; FUZZ_JOBS (default 2) targets
 #          at a time. Any crash, sanitizer report, leak or timeout fails the step; the input is
