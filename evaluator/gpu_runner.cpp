@@ -58,6 +58,14 @@ fs::path fresh_dir() {
   return dir;
 }
 
+// `j[key]` when j is an object and that member a string, else `fallback`: a result.json of the
+// wrong types (one the worker never writes) names no reason, never throws.
+std::string string_member(const nlohmann::json& j, const char* key, const std::string& fallback) {
+  if (!j.is_object()) return fallback;
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 std::string case_label(const nlohmann::json& progress) {
   if (!progress.is_object()) return "before the first case";
   // Read with type checks: a progress file of another shape names no case, never throws.
@@ -169,8 +177,7 @@ GpuRunResult classify_gpu_run(int exit_code, int term_signal, bool timed_out,
   r.timed_out = timed_out;
   r.result = result;
   r.progress = progress;
-  const std::string worker_reason =
-      result.is_object() ? result.value("reason", std::string()) : std::string();
+  const std::string worker_reason = string_member(result, "reason", "");
   if (timed_out) {
     r.status = GateStatus::kTimeout;
     r.fault_class = "timeout";
@@ -190,8 +197,7 @@ GpuRunResult classify_gpu_run(int exit_code, int term_signal, bool timed_out,
     r.status = GateStatus::kCrashed;
     const nlohmann::json fault =
         result.is_object() ? result.value("fault", nlohmann::json()) : nlohmann::json();
-    r.fault_class = fault.is_object() ? fault.value("class", std::string("cuda_fault"))
-                                      : std::string("cuda_fault");
+    r.fault_class = string_member(fault, "class", "cuda_fault");
     r.reason = !worker_reason.empty() ? worker_reason
                                       : fmt::format("crashed: sticky CUDA fault ({}) during {}",
                                                     r.fault_class, case_label(progress));
@@ -203,7 +209,7 @@ GpuRunResult classify_gpu_run(int exit_code, int term_signal, bool timed_out,
     return r;
   }
   if (exit_code == kGpuWorkerOk && result.is_object()) {
-    const std::string status = result.value("status", std::string("infra_error"));
+    const std::string status = string_member(result, "status", "infra_error");
     try {
       r.status = parse_gate_status(status);
     } catch (const std::invalid_argument&) {

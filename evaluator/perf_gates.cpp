@@ -45,6 +45,14 @@ double need_positive(const json& j, const char* key, const std::string& where) {
   return v.get<double>();
 }
 
+// j[key] when j is an object and that member an integer, else `fallback`. Not json::value(): a
+// floating value of 1e41 read as an integer is undefined behaviour (UBSan), not an exception.
+long long int_member(const json& j, const char* key, long long fallback) {
+  if (!j.is_object()) return fallback;
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<long long>() : fallback;
+}
+
 std::vector<double> samples(const json& state, const char* key, const std::string& where) {
   const json& s = need(need(state, "samples", where), key, where + ".samples");
   if (!s.is_array())
@@ -59,7 +67,7 @@ bool has_samples(const json& state, const char* key) {
 }
 
 std::string shape_name(const json& shape) {
-  return fmt::format("{}x{} {}", shape.value("rows", 0LL), shape.value("h", 0LL),
+  return fmt::format("{}x{} {}", int_member(shape, "rows", 0), int_member(shape, "h", 0),
                      shape.value("dtype", std::string("?")));
 }
 
@@ -76,7 +84,7 @@ json state_summary(const json& state, const std::string& where, bench::SpeedDeci
   const auto cand = samples(state, "candidate_kernel", where);
   const auto base = samples(state, "baseline_kernel", where);
   json out{{"state", state.value("state", std::string("?"))},
-           {"rounds", state.value("rounds", 0)},
+           {"rounds", int_member(state, "rounds", 0)},
            {"stop", state.value("stop", std::string("?"))},
            {"candidate_kernel_median_ms", bench::median(cand)},
            {"baseline_kernel_median_ms", bench::median(base)},
@@ -183,11 +191,11 @@ GateResult read_benchmark_gate(const json& r) {
         if (!c.value("pass", false) && first_failure.empty()) {
           first_failure =
               fmt::format("{}: timed output of round {} differs from the reference: {}", swhere,
-                          c.value("round", -1), c.value("detail", std::string("no detail")));
+                          int_member(c, "round", -1), c.value("detail", std::string("no detail")));
           // The worker poisons the checked buffers before the round (0xFF bytes): words still
           // holding it were never written by the candidate's timed launches.
-          const auto left = c.value("poison_words_left", std::uint64_t{0});
-          const auto words = c.value("words", std::uint64_t{0});
+          const auto left = static_cast<std::uint64_t>(int_member(c, "poison_words_left", 0));
+          const auto words = static_cast<std::uint64_t>(int_member(c, "words", 0));
           if (left > 0 && words > 0)
             first_failure += fmt::format(
                 "; {} of {} 4-byte words of the output still hold the poison written before the "
@@ -200,8 +208,8 @@ GateResult read_benchmark_gate(const json& r) {
       try {
         json s = state_summary(state, swhere, &d, &ratio);
         s["output_checks"] = state.value("output_checks", json::array());
-        s["input_sets"] = state.value("input_sets", 1);
-        s["blocker_timeouts"] = state.value("blocker_timeouts", 0);
+        s["input_sets"] = int_member(state, "input_sets", 1);
+        s["blocker_timeouts"] = int_member(state, "blocker_timeouts", 0);
         throttled += s["throttled_batches"].get<int>();
         states.push_back(std::move(s));
       } catch (const std::invalid_argument& e) {
@@ -213,8 +221,8 @@ GateResult read_benchmark_gate(const json& r) {
                                             : same)++;
       vs_baseline.push_back(ratio);
     }
-    shapes_out.push_back({{"rows", shape.value("rows", 0LL)},
-                          {"h", shape.value("h", 0LL)},
+    shapes_out.push_back({{"rows", int_member(shape, "rows", 0)},
+                          {"h", int_member(shape, "h", 0)},
                           {"dtype", shape.value("dtype", std::string())},
                           {"shape_class", shape.value("shape_class", std::string())},
                           {"states", states}});
