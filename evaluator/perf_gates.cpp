@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <map>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -160,12 +161,17 @@ json bench_request(const std::vector<rmsnorm::BenchShape>& shapes, const BenchPr
 namespace {
 
 // A worker result of the wrong JSON types (a string where a count belongs, an array for a state)
-// is one the worker never writes: an InfraError naming what nlohmann::json refused.
+// or of figures the roofline arithmetic refuses is one the worker never writes: an InfraError
+// naming what was refused.
 template <class Gate> GateResult malformed_is_infra(const char* gate, Gate&& read) {
   try {
     return read();
   } catch (const json::exception& e) {
     throw InfraError(fmt::format("benchmark result: malformed for the {} gate ({}); the GPU "
+                                 "worker and kloop disagree on the result format, rebuild both",
+                                 gate, e.what()));
+  } catch (const std::invalid_argument& e) { // the roofline arithmetic refused a worker figure
+    throw InfraError(fmt::format("benchmark result: out of range for the {} gate ({}); the GPU "
                                  "worker and kloop disagree on the result format, rebuild both",
                                  gate, e.what()));
   }
@@ -278,9 +284,9 @@ GateResult read_roofline_gate(const json& r, double margin) {
   GateResult g;
   g.name = std::string(kGateRoofline);
   const json& ceiling = need(r, "copy_ceiling", "benchmark");
-  const double ceiling_tbps =
-      roofline::copy_ceiling_tbps(need_int(ceiling, "bytes", "copy_ceiling", 1),
-                                  need_positive(ceiling, "time_ms", "copy_ceiling"));
+  const double ceiling_tbps = roofline::copy_ceiling_tbps(
+      need_int(ceiling, "bytes", "copy_ceiling", roofline::kMinCopyBytes),
+      need_positive(ceiling, "time_ms", "copy_ceiling"));
   const std::int64_t l2 = need_int(need(r, "device", "benchmark"), "l2_bytes", "device", 0);
   std::map<std::string, std::vector<double>> by_class;
   json shapes_out = json::array();

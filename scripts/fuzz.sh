@@ -4,7 +4,8 @@
 #          clang-14, ASan+UBSan and libFuzzer instrumentation (-DKLOOP_FUZZ=ON -DKLOOP_SANITIZE=ON
 #          -DKLOOP_WITH_CUDA=OFF) and builds the fuzz targets and the libraries they link (fuzz_all).
 #   ci     build, then per target: every checked-in input (fuzz/corpus/NAME, fuzz/regressions/NAME)
-#          once, then FUZZ_SECONDS (default 25) of fuzzing from them; FUZZ_JOBS (default 2) targets
+#          once, then FUZZ_SECONDS (default 25) of fuzzing from them with libFuzzer's -seed=FUZZ_SEED
+#          (default 1: the same mutations on every run); FUZZ_JOBS (default 2) targets
 #          at a time. Any crash, sanitizer report, leak or timeout fails the step; the input is
 #          kept in BUILD_FUZZ/findings/NAME/ (copy it into fuzz/regressions/NAME/ with the fix).
 #   bench  the same with SECONDS (default 600) per target, printing each target's executions per
@@ -49,7 +50,11 @@ run_target() {
   fi
   # 2. Fuzzing from them; new inputs go to the work corpus.
   local status=0
-  (cd "$findings" && "$bin" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
+  # ci: a fixed seed (FUZZ_SEED, default 1) so that CI explores the same mutations on every run
+  # and a finding is the commit's, not the luck of the draw; bench draws a fresh seed.
+  local seed_arg=()
+  [ "${FUZZ_MODE:-ci}" = ci ] && seed_arg=(-seed="${FUZZ_SEED:-1}")
+  (cd "$findings" && "$bin" "${seed_arg[@]}" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$findings/" "$work" "${inputs[@]}" \
     >"$log" 2>&1) || status=$?
   local execs cov units
@@ -65,7 +70,7 @@ run_target() {
   fi
 }
 export -f run_target
-export root build
+export root build FUZZ_MODE="$mode"
 
 case "$mode" in
 build)
