@@ -70,11 +70,10 @@ std::string case_label(const nlohmann::json& progress) {
   if (!progress.is_object()) return "before the first case";
   // Read with type checks: a progress file of another shape names no case, never throws.
   const auto index = progress.find("index");
-  const auto name = progress.find("name");
-  return fmt::format(
-      "case {} ({})",
-      index != progress.end() && index->is_number_integer() ? index->get<long long>() : -1LL,
-      name != progress.end() && name->is_string() ? name->get<std::string>() : std::string("?"));
+  return fmt::format("case {} ({})",
+                     index != progress.end() && index->is_number_integer() ? index->get<long long>()
+                                                                           : -1LL,
+                     string_member(progress, "name", "?"));
 }
 
 // Environment the worker may see: nothing of kloop's (no API keys, no store paths).
