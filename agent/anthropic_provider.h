@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/http_provider.h"
+#include "agent/sse.h"
 
 namespace kloop::agent {
 
@@ -17,14 +18,23 @@ inline constexpr const char* kAnthropicDefaultKeyEnv = "ANTHROPIC_API_KEY";
 inline constexpr const char* kAnthropicVersion = "2023-06-01";
 
 // Request body: {"model", "system" (omitted when empty), "messages":[turns...], "max_tokens",
-// "temperature"}. `default_model` is used when request.model is empty.
+// "temperature" (unless the server refused it), "stream": true when streaming}. `default_model`
+// is used when request.model is empty.
 nlohmann::json anthropic_request_json(const ProviderRequest& request,
-                                      const std::string& default_model);
+                                      const std::string& default_model, const WireOptions& wire);
 
-// Parses a Messages reply: the concatenated "text" of every content block of type "text", usage
-// from usage.input_tokens / usage.output_tokens. Not ok (with the reason) when the body is not
-// JSON, has no content array, or holds no text block.
+// Parses a Messages reply: the concatenated "text" of every content block of type "text", the
+// "thinking" of thinking blocks as reasoning, stop_reason ("max_tokens" = truncated; "refusal"),
+// usage from usage.input_tokens / usage.output_tokens (read_usage). Not ok (with the reason) when
+// the body is not JSON, has no content array, or holds no text block without a stop reason that
+// explains it.
 ApiReply anthropic_parse_reply(const std::string& body);
+
+// Parses a streamed Messages reply: message_start (input tokens), content_block_delta
+// (text_delta, thinking_delta), message_delta (stop_reason, output tokens; input tokens when
+// sent), message_stop, ping, and the mid-stream error event ({"type":"error","error":{"type":
+// "overloaded_error",...}} sets stream_error_type). A stream without message_stop is incomplete.
+ApiReply anthropic_parse_stream(const std::vector<SseEvent>& events, bool pending);
 
 // "error.message" of an Anthropic error body ({"type":"error","error":{...}}), or "".
 std::string anthropic_error_message(const std::string& body);

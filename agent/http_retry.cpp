@@ -39,16 +39,26 @@ std::chrono::milliseconds RetryingHttpClient::backoff(int retry, const HttpRespo
                                    static_cast<double>(1LL << shift),
                                static_cast<double>(policy_.max_backoff.count()));
   std::uniform_real_distribution<double> jitter(0.5, 1.0);
+  std::lock_guard<std::mutex> lock(rng_mu_); // parallel requests share one client
   return std::chrono::milliseconds(static_cast<long long>(base * jitter(rng_)));
 }
 
-HttpCallResult RetryingHttpClient::post(const HttpRequest& request) {
+HttpCallResult RetryingHttpClient::post(const HttpRequest& request, const RetryClassifier& classify,
+                                        const RetryNotice& notice) {
   HttpCallResult result;
   const auto start = clock_.now();
+  int timeouts = 0;
   for (int attempt = 0;; ++attempt) {
     result.response = transport_.post(request);
-    if (!is_retryable(result.response) || attempt >= policy_.max_retries) break;
-    if (!clock_.sleep_for(backoff(attempt + 1, result.response), request.cancel)) {
+    std::optional<bool> verdict;
+    if (classify) verdict = classify(result.response);
+    if (!verdict.value_or(is_retryable(result.response)) || attempt >= policy_.max_retries) break;
+    if (result.response.status == TransportStatus::kTimeout &&
+        ++timeouts > policy_.max_timeout_retries)
+      break;
+    const auto wait = backoff(attempt + 1, result.response);
+    if (notice) notice(attempt + 1, result.response, wait);
+    if (!clock_.sleep_for(wait, request.cancel)) {
       result.cancelled_while_waiting = true;
       break;
     }

@@ -30,6 +30,9 @@ struct Transfer {
   bool too_large = false;
   const std::atomic<bool>* cancel = nullptr;
   bool cancelled = false;
+  const HttpRequest* request = nullptr;
+  std::chrono::steady_clock::time_point start, last_data, last_progress;
+  bool idle = false; // the idle limit ended the transfer
 };
 
 std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
@@ -40,6 +43,8 @@ std::size_t on_body(char* data, std::size_t size, std::size_t n, void* user) {
     return 0; // fewer bytes than given: libcurl aborts with CURLE_WRITE_ERROR
   }
   t->body.append(data, bytes);
+  t->last_data = std::chrono::steady_clock::now();
+  if (t->request->on_data) t->request->on_data(std::string_view(data, bytes));
   return bytes;
 }
 
@@ -67,11 +72,23 @@ int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
     t->cancelled = true;
     return 1; // non-zero: CURLE_ABORTED_BY_CALLBACK
   }
+  const auto now = std::chrono::steady_clock::now();
+  const auto idle = t->request->idle_timeout;
+  if (idle.count() > 0 && now - t->last_data > idle) {
+    t->idle = true;
+    return 1;
+  }
+  if (t->request->on_progress && now - t->last_progress >= std::chrono::milliseconds(250)) {
+    t->last_progress = now;
+    t->request->on_progress(t->body.size(),
+                            std::chrono::duration_cast<std::chrono::milliseconds>(now - t->start));
+  }
   return 0;
 }
 
 TransportStatus classify(CURLcode code, const Transfer& t) {
   if (t.cancelled) return TransportStatus::kCancelled;
+  if (t.idle) return TransportStatus::kTimeout;
   if (t.too_large) return TransportStatus::kTooLarge;
   switch (code) {
   case CURLE_OPERATION_TIMEDOUT:
@@ -136,6 +153,8 @@ HttpResponse CurlTransport::post(const HttpRequest& request) {
   Transfer t;
   t.max_bytes = request.max_response_bytes;
   t.cancel = request.cancel;
+  t.request = &request;
+  t.start = t.last_data = t.last_progress = std::chrono::steady_clock::now();
   char errbuf[CURL_ERROR_SIZE] = {0};
   CURL* h = easy.get();
   curl_easy_setopt(h, CURLOPT_URL, request.url.c_str());
@@ -173,6 +192,9 @@ HttpResponse CurlTransport::post(const HttpRequest& request) {
                 " bytes; transfer aborted";
   else if (out.status == TransportStatus::kCancelled)
     out.error = "cancelled during the transfer";
+  else if (t.idle)
+    out.error = "no data for " + std::to_string(request.idle_timeout.count() / 1000) +
+                " s (idle timeout) after " + std::to_string(out.body.size()) + " bytes";
   else
     out.error =
         std::string(curl_easy_strerror(code)) + (errbuf[0] ? std::string(": ") + errbuf : "");

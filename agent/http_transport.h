@@ -8,8 +8,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -24,14 +26,21 @@ struct HttpRequest {
   std::string body;                                         // sent as the POST body
   std::chrono::milliseconds connect_timeout{10'000};        // TCP+TLS connect
   std::chrono::milliseconds total_timeout{300'000};         // whole transfer
+  // Abort when no body byte arrives for this long, counted from the request's start (a streaming
+  // server sends its first bytes at once and then one event per few tokens); 0 = no idle limit.
+  std::chrono::milliseconds idle_timeout{0};
   std::size_t max_response_bytes = kDefaultMaxResponseBytes;
   const std::atomic<bool>* cancel = nullptr; // checked during the transfer; may be null
+  // Called with each piece of the body as it arrives (may be empty: the body is still collected).
+  std::function<void(std::string_view chunk)> on_data;
+  // Called at most every 250 ms while the transfer runs: body bytes so far, time since the start.
+  std::function<void(std::size_t bytes, std::chrono::milliseconds elapsed)> on_progress;
 };
 
 // How a transfer ended. kOk means a complete HTTP response arrived (any status code).
 enum class TransportStatus {
   kOk,
-  kTimeout,      // connect or total timeout
+  kTimeout,      // connect, total or idle timeout
   kConnectError, // refused, unresolvable, unreachable
   kIoError,      // reset, truncated body, protocol error
   kTooLarge,     // body passed max_response_bytes; transfer aborted

@@ -14,6 +14,7 @@
 #include "feedback/feedback.h"
 #include "prompts/prompt_builder.h"
 #include "store/error.h"
+#include "store/phase_view.h"
 #include "store/text_view.h"
 
 namespace kloop::agent {
@@ -55,41 +56,288 @@ store::SessionRecord new_session(const LoopOptions& o) {
   return s;
 }
 
-// State carried from one iteration to the next: only public data.
+// State carried from one iteration to the next: only public data, one entry per candidate of
+// the previous iteration that has a report, in its order.
+struct CarryEntry {
+  PublicReport report;
+  std::string reply;  // the reply text (the assistant turn)
+  std::string source; // its kernel.cu (quoted by feedback)
+};
 struct Carry {
-  std::optional<PublicReport> report;
-  std::string reply;  // the previous reply text (the assistant turn)
-  std::string source; // the previous kernel.cu (quoted by feedback)
+  std::vector<CarryEntry> entries;
   int iteration = -1;
 };
 
+// The request of every candidate of iteration `index`: the contract, then (after a first
+// iteration) the previous replies as the assistant turn and the feedback on them. One previous
+// candidate: its reply and build_feedback; several: their replies under "### Candidate K of N"
+// headers and build_batch_feedback over all of them.
 ProviderRequest make_request(const prompts::PromptBuilder& prompts, const LoopOptions& o,
                              const Carry& carry, int index) {
   ProviderRequest req;
   req.system = prompts.system_prompt();
   req.model = o.model;
+  req.max_tokens = o.max_reply_tokens;
   req.iteration = index;
   req.messages.push_back({"user", prompts.contract_prompt()});
-  if (carry.report) {
+  if (carry.entries.empty()) return req;
+  feedback::FeedbackPayload payload;
+  std::string assistant;
+  if (carry.entries.size() == 1) {
     feedback::FeedbackOptions fo;
-    fo.kernel_source = carry.source;
-    const auto payload = feedback::build_feedback(*carry.report, fo);
-    req.messages.push_back({"assistant", carry.reply});
-    req.messages.push_back(
-        {"user", prompts.feedback_prompt(payload, carry.iteration, o.budget - index - 1)});
+    fo.kernel_source = carry.entries.front().source;
+    payload = feedback::build_feedback(carry.entries.front().report, fo);
+    assistant = carry.entries.front().reply;
+  } else {
+    std::vector<feedback::BatchEntry> batch;
+    for (std::size_t k = 0; k < carry.entries.size(); ++k) {
+      const CarryEntry& e = carry.entries[k];
+      batch.push_back({&e.report, e.source});
+      assistant += fmt::format("{}### Candidate {} of {}\n\n{}", k ? "\n\n" : "", k + 1,
+                               carry.entries.size(), e.reply);
+    }
+    payload = feedback::build_batch_feedback(batch);
   }
+  req.messages.push_back({"assistant", assistant});
+  req.messages.push_back(
+      {"user", prompts.feedback_prompt(payload, carry.iteration, o.budget - index - 1)});
   return req;
 }
 
-// A report for a reply that did not parse: the format gate failed, nothing else ran.
-PublicReport format_failure_report(const evaluator::GateResult& format_gate) {
-  PublicReport r;
-  r.gates.push_back(format_gate);
-  r.verdict = Verdict::kReject;
-  return r;
+// What one iteration left for the loop.
+struct IterationOutcome {
+  std::vector<IterationSummary> summaries; // one per candidate, in order
+  std::optional<Carry> next_carry;         // the public state the next prompt is built from
+  bool interrupted = false;                // Ctrl-C: nothing more starts
+  bool provider_stopped = false;           // a provider failure the next iteration would repeat
+  std::string stop_note;                   // a spent budget or provider_stopped: the loop stops
+};
+
+// Phase groups of an evaluation (store/phase_view.h's grouping): group -> seconds.
+nlohmann::json phase_groups(const evaluator::Evaluation& ev) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& p : ev.phases) {
+    if (p.nested) continue;
+    const std::string group = store::phase_group(p.name);
+    out[group] = out.value(group, 0.0) + p.wall_ms / 1000.0;
+  }
+  return out;
+}
+
+// The progress lines of one evaluated (or format-failed) candidate.
+void print_candidate(ProgressSink& progress, const IterationSummary& summary, int budget, int k,
+                     const PublicReport& report) {
+  const std::string speed =
+      summary.speedup ? fmt::format(", speed-up {:.3f}x", *summary.speedup) : std::string();
+  if (k == 1)
+    progress.line(fmt::format("[{}/{}] {} ({:.1f}s){}", summary.index + 1, budget, summary.verdict,
+                              summary.wall_s, speed));
+  else
+    progress.line(fmt::format("[{}/{}] candidate {}/{}: {} (evaluation {:.1f}s){}",
+                              summary.index + 1, budget, summary.candidate + 1, k, summary.verdict,
+                              summary.evaluation_s, speed));
+  for (const auto& g : report.gates)
+    progress.line(gate_line(g));
+}
+
+// The replies of one iteration parsed: every run with its exchange (a format failure already has
+// its report), and the candidates that parsed, to be evaluated as one batch.
+struct ParsedBatch {
+  std::vector<CandidateRun> runs;                  // one per request, in order
+  std::vector<evaluator::Candidate> batch;         // the candidates that parsed
+  std::vector<std::size_t> batch_of;               // run index of each batch entry
+  std::vector<evaluator::GateResult> format_gates; // per run (empty for a provider error)
+};
+
+ParsedBatch parse_replies(const std::vector<ProviderRequest>& requests,
+                          std::vector<ProviderResponse> responses) {
+  ParsedBatch out;
+  out.runs.resize(requests.size());
+  out.format_gates.resize(requests.size());
+  for (std::size_t c = 0; c < out.runs.size(); ++c) {
+    CandidateRun& run = out.runs[c];
+    run.request = requests[c];
+    run.response = std::move(responses[c]);
+    if (!run.response.ok()) continue;
+    const ParsedReply parsed = parse_reply(
+        run.response.text,
+        ReplyContext{run.response.truncated, run.response.stop_reason, run.response.refusal});
+    out.format_gates[c] = format_gate_result(parsed, run.response.text.size());
+    run.parsed = parsed.ok;
+    if (!parsed.ok) { // the failed format gate alone; nothing else runs
+      run.report.emplace();
+      run.report->gates.push_back(out.format_gates[c]);
+      run.report->verdict = Verdict::kReject;
+      continue;
+    }
+    run.candidate.source = parsed.kernel_source;
+    run.candidate.manifest_text = parsed.manifest_text;
+    run.candidate.source_file_bytes = run.candidate.source.size();
+    run.candidate.manifest_file_bytes = run.candidate.manifest_text.size();
+    out.batch.push_back(run.candidate);
+    out.batch_of.push_back(c);
+  }
+  return out;
+}
+
+// The provider's answers to one iteration's requests, one per request: a provider that answers
+// fewer (its own defect) gets a bad_response for each missing one, extra answers are dropped.
+std::vector<ProviderResponse> complete_all(Provider& provider,
+                                           const std::vector<ProviderRequest>& requests) {
+  std::vector<ProviderResponse> responses = provider.complete_batch(requests);
+  const std::size_t answered = responses.size();
+  for (std::size_t c = answered; c < requests.size(); ++c) {
+    ProviderResponse missing;
+    missing.outcome = ProviderOutcome::kBadResponse;
+    missing.error = fmt::format("the provider answered {} of the iteration's {} requests", answered,
+                                requests.size());
+    missing.exchange.provider = provider.name();
+    missing.exchange.error = missing.error;
+    responses.push_back(std::move(missing));
+  }
+  responses.resize(requests.size());
+  return responses;
+}
+
+// Iteration `index`: K requests, their replies parsed, the candidates evaluated as one batch
+// (in parallel where the evaluator can), everything recorded in one store step, in order.
+IterationOutcome run_iteration(const LoopOptions& options, const store::SessionRecord& session,
+                               int index, const prompts::PromptBuilder& prompts, const Carry& carry,
+                               Provider& provider, CandidateEvaluator& evaluator, Recorder& rec,
+                               ProgressSink& progress, const std::atomic<bool>& cancel) {
+  IterationOutcome out;
+  const auto t_iter = Clock::now();
+  const int k = std::clamp(options.candidates_per_iteration, 1, 16);
+  for (const auto& e : carry.entries)
+    provider.observe_public_report(e.report.to_json());
+  std::vector<ProviderRequest> requests(static_cast<std::size_t>(k),
+                                        make_request(prompts, options, carry, index));
+  for (int c = 0; c < k; ++c) {
+    requests[static_cast<std::size_t>(c)].candidate = c;
+    requests[static_cast<std::size_t>(c)].candidates = k;
+  }
+  std::vector<ProviderResponse> responses = complete_all(provider, requests);
+  bool any_ok = false;
+  for (const auto& r : responses) {
+    if (r.outcome == ProviderOutcome::kCancelled) out.interrupted = true;
+    if (r.outcome == ProviderOutcome::kBudgetExceeded && out.stop_note.empty())
+      out.stop_note = r.error;
+    any_ok = any_ok || r.ok();
+  }
+  // A failure that asking again would repeat (issue 22 item 9) stops the session after this
+  // iteration is recorded; a spent budget (a verdict on what ran) takes precedence.
+  for (std::size_t c = 0; c < responses.size() && out.stop_note.empty(); ++c) {
+    const ProviderResponse& r = responses[c];
+    if (r.ok() || !r.stop_session) continue;
+    out.provider_stopped = true;
+    out.stop_note =
+        fmt::format("the provider call of iteration {}{} would fail the same way if "
+                    "asked again ({}: {}); fix the cause",
+                    index + 1, k > 1 ? fmt::format(" (candidate {})", c + 1) : std::string(),
+                    provider_outcome_name(r.outcome), r.error);
+  }
+  if (out.interrupted || cancel.load()) { // nothing of this iteration is recorded
+    out.interrupted = true;
+    return out;
+  }
+  const auto provider_error = [&](int c, const ProviderResponse& r) {
+    IterationSummary summary;
+    summary.index = index;
+    summary.candidate = c;
+    summary.verdict = "provider_error";
+    summary.note = std::string(provider_outcome_name(r.outcome)) + ": " + r.error;
+    summary.wall_s = seconds_since(t_iter);
+    return summary;
+  };
+  if (!any_ok) { // no reply to evaluate; the carry stays
+    std::vector<CandidateRun> runs;
+    for (int c = 0; c < k; ++c) {
+      const auto& r = responses[static_cast<std::size_t>(c)];
+      out.summaries.push_back(provider_error(c, r));
+      runs.push_back(
+          {requests[static_cast<std::size_t>(c)], r, {}, false, std::nullopt, std::nullopt});
+    }
+    const double wall_s = out.summaries.front().wall_s;
+    if (k == 1)
+      rec.provider_failure(session.id, index, requests.front(), responses.front(), wall_s);
+    else
+      rec.iteration(session.id, index, runs, wall_s,
+                    {{"provider_outcome", provider_outcome_name(responses.front().outcome)},
+                     {"error", responses.front().error}});
+    for (const auto& summary : out.summaries)
+      progress.line(fmt::format("[{}/{}] {}provider {} ({:.1f}s)", index + 1, session.budget,
+                                k > 1 ? fmt::format("candidate {}/{}: ", summary.candidate + 1, k)
+                                      : std::string(),
+                                summary.note, summary.wall_s));
+    return out;
+  }
+  // Parse every reply; evaluate the candidates that parsed, as one batch.
+  ParsedBatch parsed = parse_replies(requests, std::move(responses));
+  std::vector<CandidateRun>& runs = parsed.runs;
+  const std::vector<evaluator::Candidate>& batch = parsed.batch;
+  const std::vector<std::size_t>& batch_of = parsed.batch_of;
+  const std::vector<evaluator::GateResult>& format_gates = parsed.format_gates;
+  // CUPTI stall sampling feeds the next prompt's feedback: none is built after the last iteration.
+  evaluator.want_profile(index + 1 < session.budget);
+  auto evaluations = evaluator.evaluate_batch(batch, &cancel);
+  for (std::size_t b = 0; b < batch.size(); ++b) {
+    CandidateRun& run = runs[batch_of[b]];
+    if (!evaluations[b]) { // Ctrl-C before its evaluation started: the exchange alone is kept
+      out.interrupted = true;
+      continue;
+    }
+    run.evaluation = std::move(evaluations[b]);
+    run.evaluation->report.gates.insert(run.evaluation->report.gates.begin(),
+                                        format_gates[batch_of[b]]);
+    run.report = run.evaluation->report;
+  }
+  const double wall_s = seconds_since(t_iter);
+  nlohmann::json notes = nlohmann::json::object();
+  if (out.interrupted) notes["interrupted_before_evaluation"] = true;
+  rec.iteration(session.id, index, runs, wall_s, notes);
+  Carry next;
+  next.iteration = index;
+  for (std::size_t c = 0; c < runs.size(); ++c) {
+    const CandidateRun& run = runs[c];
+    if (!run.response.ok()) {
+      out.summaries.push_back(provider_error(static_cast<int>(c), run.response));
+      out.summaries.back().wall_s = wall_s;
+      continue;
+    }
+    if (!run.report) continue; // not evaluated (interrupted)
+    IterationSummary summary;
+    summary.index = index;
+    summary.candidate = static_cast<int>(c);
+    summary.verdict = std::string(evaluator::verdict_name(run.report->verdict));
+    summary.speedup = speedup_of(*run.report);
+    summary.wall_s = wall_s;
+    if (run.evaluation) {
+      summary.evaluation_s = run.evaluation->wall_ms / 1000.0;
+      summary.phases = phase_groups(*run.evaluation);
+    }
+    for (const auto& g : run.report->gates)
+      summary.gates.emplace_back(g.name, std::string(evaluator::gate_status_name(g.status)));
+    print_candidate(progress, summary, session.budget, k, *run.report);
+    out.summaries.push_back(std::move(summary));
+    next.entries.push_back(
+        {*run.report, run.response.text, run.parsed ? run.candidate.source : std::string()});
+  }
+  if (!next.entries.empty()) out.next_carry = std::move(next);
+  return out;
 }
 
 } // namespace
+
+std::vector<std::optional<evaluator::Evaluation>>
+CandidateEvaluator::evaluate_batch(const std::vector<evaluator::Candidate>& candidates,
+                                   const std::atomic<bool>* cancel) {
+  std::vector<std::optional<evaluator::Evaluation>> out(candidates.size());
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (cancel != nullptr && cancel->load()) break;
+    out[i] = evaluate(candidates[i]);
+  }
+  return out;
+}
 
 bool freezes_before(const FreezeKey& a, const FreezeKey& b) {
   return std::make_tuple(!a.clears_noise_floor, -a.speedup, a.restriction_rank, a.iteration) <
@@ -154,18 +402,24 @@ SessionStart start_session(const LoopOptions& options, Recorder& rec, store::Sto
   start.first_index = info.last_committed_iteration ? *info.last_committed_iteration + 1 : 0;
   progress.line(fmt::format("resuming session {} at iteration {} of {}", start.session.id,
                             start.first_index + 1, start.session.budget));
-  if (auto last = rec.last_public_state(start.session.id))
-    start.carry = Carry{last->report, last->reply, last->source, last->iteration};
+  for (auto& last : rec.last_public_state(start.session.id)) {
+    start.carry.entries.push_back(
+        {std::move(last.report), std::move(last.reply), std::move(last.source)});
+    start.carry.iteration = last.iteration;
+  }
   return start;
 }
 
-// How an iteration loop ended before its budget: cancelled, or stopped by a spent budget.
+// How an iteration loop ended before its budget: cancelled, stopped by a spent budget, or stopped
+// by a provider failure that asking again would repeat.
 struct IterationsEnd {
   bool interrupted = false;
+  bool provider_stopped = false; // a provider failure that the next iteration would repeat
   std::string stop_note;
 };
 
-// Step 2: the iterations from `start`, each committed as one store step.
+// Step 2: the iterations from `start`, each committed as one store step (the K candidates of an
+// iteration together, run_iteration).
 IterationsEnd run_iterations(const LoopOptions& options, const prompts::PromptBuilder& prompts,
                              Provider& provider, CandidateEvaluator& evaluator, Recorder& rec,
                              ProgressSink& progress, const std::atomic<bool>& cancel,
@@ -173,53 +427,14 @@ IterationsEnd run_iterations(const LoopOptions& options, const prompts::PromptBu
   const store::SessionRecord& session = start.session;
   Carry& carry = start.carry;
   for (int index = start.first_index; index < session.budget; ++index) {
-    if (cancel.load()) return {true, ""};
-    const auto t_iter = Clock::now();
-    if (carry.report) provider.observe_public_report(carry.report->to_json());
-    const ProviderRequest request = make_request(prompts, options, carry, index);
-    ProviderResponse response = provider.complete(request);
-    IterationSummary summary;
-    summary.index = index;
-    if (response.outcome == ProviderOutcome::kCancelled || cancel.load()) return {true, ""};
-    if (!response.ok()) {
-      summary.verdict = "provider_error";
-      summary.note = std::string(provider_outcome_name(response.outcome)) + ": " + response.error;
-      summary.wall_s = seconds_since(t_iter);
-      rec.provider_failure(session.id, index, request, response, summary.wall_s);
-      progress.line(fmt::format("[{}/{}] provider {} ({:.1f}s)", index + 1, session.budget,
-                                summary.note, summary.wall_s));
-      result.iterations.push_back(summary);
-      if (response.outcome == ProviderOutcome::kBudgetExceeded) return {false, response.error};
-      continue;
-    }
-    const ParsedReply parsed = parse_reply(response.text);
-    const auto format_gate = format_gate_result(parsed, response.text.size());
-    std::optional<evaluator::Evaluation> evaluation;
-    evaluator::Candidate candidate;
-    if (parsed.ok) {
-      candidate.source = parsed.kernel_source;
-      candidate.manifest_text = parsed.manifest_text;
-      candidate.source_file_bytes = candidate.source.size();
-      candidate.manifest_file_bytes = candidate.manifest_text.size();
-      evaluation = evaluator.evaluate(candidate);
-      evaluation->report.gates.insert(evaluation->report.gates.begin(), format_gate);
-    }
-    const PublicReport report =
-        evaluation ? evaluation->report : format_failure_report(format_gate);
-    summary.verdict = std::string(evaluator::verdict_name(report.verdict));
-    summary.speedup = speedup_of(report);
-    summary.wall_s = seconds_since(t_iter);
-    for (const auto& g : report.gates)
-      summary.gates.emplace_back(g.name, std::string(evaluator::gate_status_name(g.status)));
-    rec.iteration(session.id, index, request, response, candidate, parsed.ok, evaluation, report,
-                  summary.wall_s);
-    progress.line(fmt::format(
-        "[{}/{}] {} ({:.1f}s){}", index + 1, session.budget, summary.verdict, summary.wall_s,
-        summary.speedup ? fmt::format(", speed-up {:.3f}x", *summary.speedup) : std::string()));
-    for (const auto& g : report.gates)
-      progress.line(gate_line(g));
-    result.iterations.push_back(summary);
-    carry = Carry{report, response.text, parsed.ok ? parsed.kernel_source : std::string(), index};
+    if (cancel.load()) return {true, false, ""};
+    IterationOutcome out = run_iteration(options, session, index, prompts, carry, provider,
+                                         evaluator, rec, progress, cancel);
+    for (auto& summary : out.summaries)
+      result.iterations.push_back(std::move(summary));
+    if (out.next_carry) carry = std::move(*out.next_carry);
+    if (out.interrupted) return {true, false, ""};
+    if (!out.stop_note.empty()) return {false, out.provider_stopped, out.stop_note};
   }
   return {};
 }
@@ -310,6 +525,15 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
     // 2. Iterations.
     const IterationsEnd end =
         run_iterations(options, prompts, provider, evaluator, rec, progress, cancel, start, result);
+    if (end.provider_stopped) { // not a verdict: the holdout is not spent, the session resumable
+      store.finish_session(session.id, store::SessionStatus::kFailed, std::nullopt);
+      result.decision = "failed";
+      result.reason = fmt::format("stopped: {}, then continue with {}", end.stop_note,
+                                  resume_command(options, store, session.id));
+      result.exit_code = 3;
+      progress.line(result.reason);
+      return result;
+    }
     if (end.interrupted) {
       store.finish_session(session.id, store::SessionStatus::kInterrupted, std::nullopt);
       result.decision = "interrupted";
@@ -340,8 +564,11 @@ nlohmann::json LoopResult::to_json() const {
     for (const auto& [name, status] : it.gates)
       gates[name] = status;
     its.push_back({{"iteration", it.index + 1}, // 1-based, as the progress lines and `kloop show`
+                   {"candidate", it.candidate + 1}, // 1-based within the iteration, likewise
                    {"verdict", it.verdict},
                    {"wall_s", it.wall_s},
+                   {"evaluation_s", it.evaluation_s},
+                   {"phases", it.phases},
                    {"gates", gates},
                    {"speedup", it.speedup ? nlohmann::json(*it.speedup) : nlohmann::json()},
                    {"note", it.note}});

@@ -33,6 +33,15 @@ class CandidateEvaluator {
 public:
   virtual ~CandidateEvaluator() = default;
   virtual evaluator::Evaluation evaluate(const evaluator::Candidate& candidate) = 0;
+  // The candidates of one iteration, evaluations in their order; nullopt for a candidate that was
+  // not started because `cancel` (may be null) was set. Default: evaluate() one after another.
+  // The scheduler (agent/scheduler.h) runs them in parallel across devices.
+  virtual std::vector<std::optional<evaluator::Evaluation>>
+  evaluate_batch(const std::vector<evaluator::Candidate>& candidates,
+                 const std::atomic<bool>* cancel);
+  // Whether the next batch's reports feed a prompt (CUPTI stall sampling is then wanted; the
+  // loop says no in the last iteration). Default: ignored.
+  virtual void want_profile(bool wanted) { (void)wanted; }
 };
 
 // Runs the frozen candidate once against the unsealed holdout suite (a fresh GPU worker). Returns
@@ -56,9 +65,14 @@ public:
 struct LoopOptions {
   const op::Operator* op = nullptr; // the operator (kernels/registry.h); required
   int budget = 5;                   // iterations (1..100)
-  std::uint64_t seed = 1;           // public seed: provider sampling, offline policy
-  std::string provider_name;        // recorded in the session
-  std::string model;                // recorded and sent to the provider
+  // Candidates per iteration (`--candidates-per-iteration`, 1..16): K requests at once (an LLM
+  // provider sends them in parallel, the offline generator proposes K variants), evaluated in
+  // parallel across devices, recorded in order; the next prompt's feedback covers all K.
+  int candidates_per_iteration = 1;
+  int max_reply_tokens = 8192; // token limit of each reply, sent to the provider
+  std::uint64_t seed = 1;      // public seed: provider sampling, offline policy
+  std::string provider_name;   // recorded in the session
+  std::string model;           // recorded and sent to the provider
   nlohmann::json params = nlohmann::json::object(); // recorded for --resume (base_url, ...)
   std::optional<std::int64_t> resume_session;       // continue this session
   std::filesystem::path holdout_dir;                // sealed suites (outside every sandbox)
@@ -73,10 +87,15 @@ struct LoopOptions {
   std::function<std::string()> cancel_cause;
 };
 
+// One candidate of an iteration (one per iteration with K = 1).
 struct IterationSummary {
   int index = 0;       // 0-based (the store's); to_json() and the progress lines print index + 1
+  int candidate = 0;   // 0-based position within the iteration
   std::string verdict; // verdict_name, or "provider_error"
-  double wall_s = 0;
+  double wall_s = 0;   // the whole iteration (generation, every candidate's evaluation, record)
+  double evaluation_s = 0; // this candidate's evaluation (0 when none ran)
+  // Where the evaluation's time went: phase group -> seconds (store/phase_view.h groups).
+  nlohmann::json phases = nlohmann::json::object();
   std::vector<std::pair<std::string, std::string>> gates; // name -> status
   std::optional<double> speedup;
   std::string note; // provider error, format failure, ...

@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include "evaluator/evidence.h"
 #include "store/error.h"
 #include "store/text_view.h"
 
@@ -71,7 +72,25 @@ std::optional<nlohmann::json> roofline_telemetry(const nlohmann::json& ev) {
 // Names usage that made no sense in an iteration's notes ("usage_invalid"), where
 // recorded_usage() and `kloop show` find it.
 void note_usage(nlohmann::json& notes, const ProviderResponse& response) {
-  if (!response.usage.invalid.empty()) notes["usage_invalid"] = response.usage.invalid;
+  if (response.usage.status == UsageStatus::kInvalid)
+    notes["usage_invalid"] = response.usage.problem;
+}
+
+// How one candidate's reply was read: its usage and, when it reached the format gate, the reply
+// parser's outcome and reason, the API's stop reason and refusal text. An iteration of one
+// candidate carries these keys in its notes; one of several, per candidate under "replies".
+nlohmann::json reply_notes(const CandidateRun& run) {
+  const ProviderResponse& response = run.response;
+  nlohmann::json out = {{"usage", response.usage.to_json()}};
+  const auto* f = run.report ? run.report->find(evaluator::kGateFormat) : nullptr;
+  if (f == nullptr) return out;
+  evaluator::evidence::Problems ignored;
+  const auto format = evaluator::evidence::FormatEvidence::read(f->evidence, ignored);
+  out["reply_outcome"] = format.outcome;
+  out["reply_reason"] = format.reason; // valid UTF-8: format_gate_result scrubs it
+  out["stop_reason"] = store::replace_invalid_utf8(response.stop_reason);
+  if (!response.refusal.empty()) out["refusal"] = store::replace_invalid_utf8(response.refusal);
+  return out;
 }
 
 std::string full_prompt_text(const ProviderRequest& request) {
@@ -132,10 +151,9 @@ std::int64_t Recorder::add_exchange(store::Store::Step& step, std::int64_t itera
   p.iteration_id = iteration_id;
   p.role = "full";
   p.blob_sha256 = step.put_blob(full_prompt_text(request));
-  // Counts the API reported (usage_from_json caps them at the columns' range); usage that made no
-  // sense stays NULL here and is named in the iteration's notes (note_usage), never stored as 0.
-  const bool usage_known = response.usage.invalid.empty();
-  if (usage_known && response.usage.input_tokens > 0)
+  // Counts the API reported (read_usage bounds them); usage that is absent or made no sense stays
+  // NULL here (invalid usage is named in the iteration's notes by note_usage), never stored as 0.
+  if (response.usage.known() && response.usage.input_tokens > 0)
     p.tokens = static_cast<int>(response.usage.input_tokens);
   step.add_prompt(p);
   store::ResponseRecord r;
@@ -149,7 +167,7 @@ std::int64_t Recorder::add_exchange(store::Store::Step& step, std::int64_t itera
   if (ex.http_status != 0) r.http_status = static_cast<int>(ex.http_status);
   r.latency_ms = static_cast<double>(ex.latency_ms);
   r.retries = ex.retries;
-  if (usage_known) {
+  if (response.usage.known()) { // absent or invalid usage is unknown (NULL), never 0 tokens
     r.prompt_tokens = static_cast<int>(response.usage.input_tokens);
     r.completion_tokens = static_cast<int>(response.usage.output_tokens);
   }
@@ -172,7 +190,8 @@ void Recorder::provider_failure(std::int64_t session_id, int index, const Provid
   it.index = index;
   it.wall_ms = wall_s * 1000.0;
   it.notes = {{"provider_outcome", provider_outcome_name(response.outcome)},
-              {"error", response.error},
+              {"error", store::replace_invalid_utf8(response.error)},
+              {"usage", response.usage.to_json()},
               {"prompt_sha256", prompt_sha256(request)}};
   note_usage(it.notes, response);
   step.add_iteration(it);
@@ -184,19 +203,111 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
                          const ProviderResponse& response, const evaluator::Candidate& candidate,
                          bool parsed, const std::optional<evaluator::Evaluation>& evaluation,
                          const evaluator::PublicReport& report, double wall_s) {
+  CandidateRun run{request, response, candidate, parsed, evaluation, report};
+  iteration(session_id, index, std::vector<CandidateRun>{std::move(run)}, wall_s);
+}
+
+void Recorder::iteration(std::int64_t session_id, int index, const std::vector<CandidateRun>& runs,
+                         double wall_s, const nlohmann::json& notes) {
   auto step = store_.begin_step();
   store::IterationRecord it;
   it.session_id = session_id;
   it.index = index;
   it.wall_ms = wall_s * 1000.0;
-  it.notes = {{"verdict", evaluator::verdict_name(report.verdict)},
-              {"prompt_sha256", prompt_sha256(request)}};
-  note_usage(it.notes, response);
+  const CandidateRun* first = nullptr; // the first run with a report
+  for (const auto& r : runs)
+    if (r.report && !first) first = &r;
+  it.notes = {
+      {"verdict", first ? evaluator::verdict_name(first->report->verdict) : "none"},
+      {"prompt_sha256", runs.empty() ? std::string() : prompt_sha256(runs.front().request)}};
+  for (const auto& r : runs) // the first usage report that made no sense
+    if (!it.notes.contains("usage_invalid")) note_usage(it.notes, r.response);
+  if (runs.size() == 1) {
+    it.notes.update(reply_notes(runs.front()));
+  } else {
+    nlohmann::json verdicts = nlohmann::json::array(), replies = nlohmann::json::array();
+    for (const auto& r : runs) {
+      verdicts.push_back(r.report ? nlohmann::json(evaluator::verdict_name(r.report->verdict))
+                                  : nlohmann::json(nullptr));
+      replies.push_back(reply_notes(r));
+    }
+    it.notes["candidates"] = runs.size();
+    it.notes["verdicts"] = verdicts;
+    it.notes["replies"] = replies;
+  }
+  if (notes.is_object()) it.notes.update(notes);
   step.add_iteration(it);
-  add_exchange(step, it.id, request, response);
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const CandidateRun& run = runs[k];
+    if (run.report) {
+      add_candidate(step, it.id, static_cast<int>(k), run);
+      continue;
+    }
+    add_exchange(step, it.id, run.request, run.response); // no candidate: the exchange alone
+    if (!run.response.text.empty()) {
+      store::ArtifactRecord a;
+      a.iteration_id = it.id;
+      a.kind = ArtifactKind::kResponse;
+      a.name = "reply.txt";
+      step.add_artifact(a, run.response.text);
+    }
+  }
+  step.commit();
+}
 
+namespace {
+
+// The tool_calls rows of one candidate's processes, with each GPU worker's peak device memory as
+// telemetry tied to its row (issue 8).
+void add_tool_calls(store::Store::Step& step, std::int64_t iteration_id, std::int64_t candidate_id,
+                    const std::vector<evaluator::ToolCall>& calls) {
+  for (const auto& t : calls) {
+    store::ToolCallRecord tr;
+    tr.iteration_id = iteration_id;
+    tr.candidate_id = candidate_id;
+    tr.tool = t.detail.is_object() && t.detail.contains("tool")
+                  ? t.detail.value("tool", std::string("?"))
+                  : (t.argv.empty() ? std::string("?") : t.argv.front());
+    if (t.detail.is_object()) tr.tool_version = t.detail.value("tool_version", std::string());
+    tr.argv = t.argv;
+    tr.cwd = t.cwd;
+    tr.exit_code = t.exit_code;
+    if (t.term_signal != 0) tr.signal = t.term_signal;
+    tr.wall_ms = t.wall_ms;
+    tr.user_ms = t.user_cpu_ms;
+    tr.sys_ms = t.sys_cpu_ms;
+    tr.max_rss_kb = t.max_rss_kib;
+    tr.stdout_sha256 = step.put_blob(t.stdout_text);
+    tr.stderr_sha256 = step.put_blob(t.stderr_text);
+    step.add_tool_call(tr);
+    // A GPU worker process (plain, under compute-sanitizer or ncu): its peak device memory,
+    // tied to the tool_calls row (issue 8: each GPU worker's peak is recorded in the store).
+    if (t.detail.is_object() && t.detail.contains("device_memory")) {
+      store::TelemetryRecord m;
+      m.candidate_id = candidate_id;
+      m.kind = "device_memory";
+      m.data = t.detail;
+      m.data["tool_call_id"] = tr.id;
+      m.data["wall_ms"] = t.wall_ms;
+      m.data["max_rss_kib"] = t.max_rss_kib;
+      step.add_telemetry(m);
+    }
+  }
+}
+
+} // namespace
+
+void Recorder::add_candidate(store::Store::Step& step, std::int64_t iteration_id, int ordinal,
+                             const CandidateRun& run) {
+  add_exchange(step, iteration_id, run.request, run.response);
+  const auto& response = run.response;
+  const auto& candidate = run.candidate;
+  const bool parsed = run.parsed;
+  const auto& evaluation = run.evaluation;
+  const evaluator::PublicReport& report = *run.report;
   store::CandidateRecord c;
-  c.iteration_id = it.id;
+  c.iteration_id = iteration_id;
+  c.ordinal = ordinal;
   if (parsed) {
     c.source_sha256 = step.put_blob(candidate.source);
     c.manifest_sha256 = step.put_blob(candidate.manifest_text);
@@ -214,16 +325,16 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
   step.add_candidate(c);
   if (!response.text.empty()) { // the reply text itself: the assistant turn after a resume
     store::ArtifactRecord a;
-    a.iteration_id = it.id;
+    a.iteration_id = iteration_id;
     a.candidate_id = c.id;
     a.kind = ArtifactKind::kResponse;
     a.name = "reply.txt";
     step.add_artifact(a, response.text);
   }
 
-  int ordinal = 0;
+  int gate_ordinal = 0;
   for (const auto& g : stored.gates) {
-    store::GateRecord gr = gate_record(g, ordinal++);
+    store::GateRecord gr = gate_record(g, gate_ordinal++);
     gr.candidate_id = c.id;
     step.add_gate(gr);
   }
@@ -232,7 +343,7 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
   if (const auto* g = report.find(evaluator::kGateCorrectness);
       g && g->evidence.is_object() && g->evidence.contains("raw_case_results")) {
     store::ArtifactRecord a;
-    a.iteration_id = it.id;
+    a.iteration_id = iteration_id;
     a.candidate_id = c.id;
     a.kind = ArtifactKind::kCaseResults;
     a.name = "case_results.json";
@@ -243,7 +354,7 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
     auto artifact = [&](ArtifactKind kind, const char* name, const std::string& bytes) {
       if (bytes.empty()) return;
       store::ArtifactRecord a;
-      a.iteration_id = it.id;
+      a.iteration_id = iteration_id;
       a.candidate_id = c.id;
       a.kind = kind;
       a.name = name;
@@ -278,41 +389,14 @@ void Recorder::iteration(std::int64_t session_id, int index, const ProviderReque
       step.add_benchmark(b);
     }
   }
-  if (evaluation) {
-    for (const auto& t : evaluation->tool_calls) {
-      store::ToolCallRecord tr;
-      tr.iteration_id = it.id;
-      tr.candidate_id = c.id;
-      tr.tool = t.detail.is_object() && t.detail.contains("tool")
-                    ? t.detail.value("tool", std::string("?"))
-                    : (t.argv.empty() ? std::string("?") : t.argv.front());
-      if (t.detail.is_object()) tr.tool_version = t.detail.value("tool_version", std::string());
-      tr.argv = t.argv;
-      tr.cwd = t.cwd;
-      tr.exit_code = t.exit_code;
-      if (t.term_signal != 0) tr.signal = t.term_signal;
-      tr.wall_ms = t.wall_ms;
-      tr.user_ms = t.user_cpu_ms;
-      tr.sys_ms = t.sys_cpu_ms;
-      tr.max_rss_kb = t.max_rss_kib;
-      tr.stdout_sha256 = step.put_blob(t.stdout_text);
-      tr.stderr_sha256 = step.put_blob(t.stderr_text);
-      step.add_tool_call(tr);
-      // A GPU worker process (plain, under compute-sanitizer or ncu): its peak device memory,
-      // tied to the tool_calls row (issue 8: each GPU worker's peak is recorded in the store).
-      if (t.detail.is_object() && t.detail.contains("device_memory")) {
-        store::TelemetryRecord m;
-        m.candidate_id = c.id;
-        m.kind = "device_memory";
-        m.data = t.detail;
-        m.data["tool_call_id"] = tr.id;
-        m.data["wall_ms"] = t.wall_ms;
-        m.data["max_rss_kib"] = t.max_rss_kib;
-        step.add_telemetry(m);
-      }
-    }
+  if (evaluation) add_tool_calls(step, iteration_id, c.id, evaluation->tool_calls);
+  if (evaluation) { // where the evaluation's time went (store/phase_view.h reads it)
+    store::TelemetryRecord t;
+    t.candidate_id = c.id;
+    t.kind = "phases";
+    t.data = evaluator::phases_telemetry(evaluation->phases, evaluation->wall_ms);
+    step.add_telemetry(t);
   }
-  step.commit();
 }
 
 TokenUsage recorded_usage(const store::SessionDetail& session) {
@@ -324,35 +408,41 @@ TokenUsage recorded_usage(const store::SessionDetail& session) {
     }
     const auto bad = it.iteration.notes.is_object() ? it.iteration.notes.find("usage_invalid")
                                                     : it.iteration.notes.end();
-    if (used.invalid.empty() && bad != it.iteration.notes.end())
-      used.invalid = fmt::format("iteration {}: {}", it.iteration.index + 1,
+    if (used.status != UsageStatus::kInvalid && bad != it.iteration.notes.end()) {
+      used.status = UsageStatus::kInvalid;
+      used.problem = fmt::format("iteration {}: {}", it.iteration.index + 1,
                                  bad->is_string() ? bad->get<std::string>() : bad->dump());
+    }
   }
   return used;
 }
 
-std::optional<Recorder::PublicState> Recorder::last_public_state(std::int64_t session_id) {
+std::vector<Recorder::PublicState> Recorder::last_public_state(std::int64_t session_id) {
   const auto detail = store_.load_session(session_id);
   for (auto it = detail.iterations.rbegin(); it != detail.iterations.rend(); ++it) {
     if (it->candidates.empty() || it->responses.empty()) continue;
-    PublicState state;
-    state.iteration = it->iteration.index;
-    const auto& cand = it->candidates.front().candidate;
-    try {
-      state.report = evaluator::PublicReport::from_json(cand.report);
-    } catch (const nlohmann::json::exception& e) { // an edited or damaged row
-      throw store::DamagedStore(fmt::format(
-          "store: the public report of candidate {} (session {}, iteration {}) does not read "
-          "({}); the next prompt needs it. Run `{}`",
-          cand.id, session_id, state.iteration + 1, e.what(),
-          store::kloop_command("store verify", store_.dir())));
+    std::vector<PublicState> states;
+    for (const auto& cd : it->candidates) {
+      PublicState state;
+      state.iteration = it->iteration.index;
+      const auto& cand = cd.candidate;
+      try {
+        state.report = evaluator::PublicReport::from_json(cand.report);
+      } catch (const nlohmann::json::exception& e) { // an edited or damaged row
+        throw store::DamagedStore(fmt::format(
+            "store: the public report of candidate {} (session {}, iteration {}) does not read "
+            "({}); the next prompt needs it. Run `{}`",
+            cand.id, session_id, state.iteration + 1, e.what(),
+            store::kloop_command("store verify", store_.dir())));
+      }
+      if (!cand.source_sha256.empty()) state.source = store_.blob(cand.source_sha256);
+      for (const auto& a : cd.artifacts)
+        if (a.name == "reply.txt") state.reply = store_.blob(a.sha256);
+      states.push_back(std::move(state));
     }
-    if (!cand.source_sha256.empty()) state.source = store_.blob(cand.source_sha256);
-    for (const auto& a : it->candidates.front().artifacts)
-      if (a.name == "reply.txt") state.reply = store_.blob(a.sha256);
-    return state;
+    return states;
   }
-  return std::nullopt;
+  return {};
 }
 
 } // namespace kloop::agent

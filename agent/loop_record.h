@@ -27,6 +27,19 @@ bool clears_noise_floor(const evaluator::PublicReport& report);
 // The store row of one gate result (candidate_id is left for the caller).
 store::GateRecord gate_record(const evaluator::GateResult& gate, int ordinal);
 
+// One candidate of an iteration as the loop hands it to the store: the request, the provider's
+// answer and, when the reply parsed and was evaluated, the candidate and its report. `report`
+// empty: no candidate row (a provider error, or a reply interrupted before its evaluation): the
+// exchange alone is kept.
+struct CandidateRun {
+  ProviderRequest request;
+  ProviderResponse response;
+  evaluator::Candidate candidate;
+  bool parsed = false;
+  std::optional<evaluator::Evaluation> evaluation;
+  std::optional<evaluator::PublicReport> report;
+};
+
 class Recorder {
 public:
   explicit Recorder(store::Store& store) : store_(store) {}
@@ -42,19 +55,29 @@ public:
                  const ProviderResponse& response, const evaluator::Candidate& candidate,
                  bool parsed, const std::optional<evaluator::Evaluation>& evaluation,
                  const evaluator::PublicReport& report, double wall_s);
+  // An iteration of several candidates (`--candidates-per-iteration`): one step, the candidates
+  // in `runs`' order (candidate ordinal = position in `runs`), each with its exchange, and
+  // `notes` added to the iteration's notes. A run without a report keeps its exchange only.
+  // Each evaluated candidate also gets its phase record (telemetry "phases", evaluator/phases.h).
+  void iteration(std::int64_t session_id, int index, const std::vector<CandidateRun>& runs,
+                 double wall_s, const nlohmann::json& notes = nlohmann::json::object());
 
-  // What the next iteration needs after a resume: the last committed candidate's public report,
-  // reply and source.
+  // What the next iteration needs after a resume: the public report, reply and source of each
+  // candidate of the last committed iteration that has one.
   struct PublicState {
     evaluator::PublicReport report;
     std::string reply, source;
     int iteration = 0;
   };
-  std::optional<PublicState> last_public_state(std::int64_t session_id);
+  std::vector<PublicState> last_public_state(std::int64_t session_id);
 
 private:
   std::int64_t add_exchange(store::Store::Step& step, std::int64_t iteration_id,
                             const ProviderRequest& request, const ProviderResponse& response);
+  // The candidate row of one run and everything tied to it (gates, artifacts, telemetry, tool
+  // calls, samples).
+  void add_candidate(store::Store::Step& step, std::int64_t iteration_id, int ordinal,
+                     const CandidateRun& run);
   store::Store& store_;
 };
 

@@ -55,29 +55,51 @@ std::string render_reply(const rmsnorm::GeneratedCandidate& c) {
          c.kernel_cu + "```\n\n```json\n" + c.manifest_json + "```\n";
 }
 
-ProviderResponse OfflineProvider::complete(const ProviderRequest& request) {
-  const auto start = std::chrono::steady_clock::now(); // latency record only
-  std::optional<nlohmann::json> report = std::move(observed_);
-  observed_.reset();
-  if (!report && request.iteration > 0 && !request.messages.empty())
-    report = find_report_json(request.messages.back().content);
-  const rmsnorm::PolicyDecision decision = policy_.next(report ? &*report : nullptr);
+ProviderResponse OfflineProvider::respond(const ProviderRequest& request,
+                                          const rmsnorm::PolicyDecision& decision, bool report_seen,
+                                          std::chrono::steady_clock::time_point start) const {
   const rmsnorm::GeneratedCandidate candidate =
       rmsnorm::generate(decision.variant, decision.rationale);
-
   ProviderResponse out;
   out.outcome = ProviderOutcome::kOk;
   out.text = render_reply(candidate);
   out.exchange.provider = "offline";
-  out.exchange.request_body = nlohmann::json{
-      {"iteration", request.iteration},
-      {"prompt_sha256", prompt_sha256(request)},
-      {"report_seen",
-       report.has_value()}}.dump();
+  nlohmann::json body{{"iteration", request.iteration},
+                      {"prompt_sha256", prompt_sha256(request)},
+                      {"report_seen", report_seen}};
+  if (request.candidates > 1) body["candidate"] = request.candidate;
+  out.exchange.request_body = body.dump();
   out.exchange.response_body = out.text;
   out.exchange.latency_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                 std::chrono::steady_clock::now() - start)
                                 .count();
+  return out;
+}
+
+ProviderResponse OfflineProvider::complete(const ProviderRequest& request) {
+  const auto start = std::chrono::steady_clock::now(); // latency record only
+  std::optional<nlohmann::json> report;
+  if (!observed_.empty()) report = std::move(observed_.back());
+  observed_.clear();
+  if (!report && request.iteration > 0 && !request.messages.empty())
+    report = find_report_json(request.messages.back().content);
+  const rmsnorm::PolicyDecision decision = policy_.next(report ? &*report : nullptr);
+  return respond(request, decision, report.has_value(), start);
+}
+
+std::vector<ProviderResponse>
+OfflineProvider::complete_batch(const std::vector<ProviderRequest>& requests) {
+  if (requests.size() <= 1) return Provider::complete_batch(requests);
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<nlohmann::json> reports = std::move(observed_);
+  observed_.clear();
+  std::vector<const nlohmann::json*> seen;
+  for (const auto& r : reports)
+    seen.push_back(&r);
+  const auto decisions = policy_.next_batch(seen, static_cast<int>(requests.size()));
+  std::vector<ProviderResponse> out;
+  for (std::size_t i = 0; i < requests.size(); ++i)
+    out.push_back(respond(requests[i], decisions[i], !reports.empty(), start));
   return out;
 }
 

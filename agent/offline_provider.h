@@ -6,10 +6,12 @@
 // the request's last user message (the rendered feedback). Deterministic for a seed.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -25,15 +27,22 @@ public:
   std::string name() const override { return "offline"; }
   // Always kOk (the generator cannot fail on valid variants); usage is zero tokens.
   ProviderResponse complete(const ProviderRequest& request) override;
-  // The public report (evaluator::PublicReport::to_json()) of the last candidate; used by the
-  // next complete() call instead of searching the prompt text.
-  void observe_report(const nlohmann::json& report) { observed_ = report; }
+  // `--candidates-per-iteration` K > 1: K distinct variants at once (OfflinePolicy::next_batch),
+  // from every report observed since the last call (the previous iteration's K candidates).
+  std::vector<ProviderResponse>
+  complete_batch(const std::vector<ProviderRequest>& requests) override;
+  // The public report (evaluator::PublicReport::to_json()) of a candidate of the previous
+  // iteration, in its order; used by the next call instead of searching the prompt text.
+  void observe_report(const nlohmann::json& report) { observed_.push_back(report); }
   void observe_public_report(const nlohmann::json& report) override { observe_report(report); }
   const rmsnorm::OfflinePolicy& policy() const { return policy_; }
 
 private:
+  // The reply for one decision of the policy.
+  ProviderResponse respond(const ProviderRequest& request, const rmsnorm::PolicyDecision& decision,
+                           bool report_seen, std::chrono::steady_clock::time_point start) const;
   rmsnorm::OfflinePolicy policy_;
-  std::optional<nlohmann::json> observed_;
+  std::vector<nlohmann::json> observed_;
 };
 
 // The last JSON object in `text` that has a "gates" array (a public report rendered into a

@@ -16,16 +16,27 @@ namespace kloop::agent {
 inline constexpr const char* kOpenAiDefaultBaseUrl = "https://api.openai.com/v1";
 inline constexpr const char* kOpenAiDefaultKeyEnv = "OPENAI_API_KEY";
 
-// Request body: {"model", "messages":[{"role":"system",...}, turns...], "max_tokens",
-// "temperature"}. The system message is omitted when request.system is empty. `default_model` is
-// used when request.model is empty.
-nlohmann::json openai_request_json(const ProviderRequest& request,
-                                   const std::string& default_model);
+// Request body: {"model", "messages":[{"role":"system",...}, turns...], wire.max_tokens_field
+// ("max_completion_tokens" for api.openai.com, "max_tokens" for other servers), "temperature"
+// (unless the server refused it), and when streaming "stream": true with "stream_options":
+// {"include_usage": true} (usage in the final chunk). The system message is omitted when
+// request.system is empty; `default_model` is used when request.model is empty.
+nlohmann::json openai_request_json(const ProviderRequest& request, const std::string& default_model,
+                                   const WireOptions& wire);
 
-// Parses a Chat Completions reply: text from choices[0].message.content, usage from
-// usage.prompt_tokens / usage.completion_tokens (0 when absent). Not ok (with the reason) when the
-// body is not JSON, has no choices, or the content is missing or null.
+// Parses a Chat Completions reply: text from choices[0].message.content (a string, or an array of
+// {"type":"text","text"} parts), reasoning from "reasoning_content" or "reasoning", the API's
+// "refusal", finish_reason ("length" = truncated), usage from usage.prompt_tokens /
+// usage.completion_tokens (read_usage). A null content is an empty reply when the finish reason or
+// a refusal explains it. Not ok (with the reason) when the body is not JSON, has no choices, or the
+// content is missing without an explanation.
 ApiReply openai_parse_reply(const std::string& body);
+
+// Parses a streamed reply: "data: {chunk}" events whose choices[0].delta carry "content",
+// "reasoning_content" / "reasoning" and "refusal", a finish_reason in the last content chunk,
+// usage in a final chunk with empty choices, and "data: [DONE]". An {"error": {...}} chunk sets
+// stream_error_type; a stream with neither [DONE] nor a finish_reason is incomplete.
+ApiReply openai_parse_stream(const std::vector<SseEvent>& events, bool pending);
 
 // "error.message" of an OpenAI-style error body, or "" (bodies that are not JSON give "").
 std::string openai_error_message(const std::string& body);

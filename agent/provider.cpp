@@ -1,5 +1,7 @@
 #include "agent/provider.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "store/hash.h"
@@ -43,11 +45,77 @@ nlohmann::json Exchange::to_json() const {
           {"latency_ms", latency_ms},
           {"retries", retries},
           {"error", error},
-          {"usage", usage.invalid.empty() ? nlohmann::json{{"input_tokens", usage.input_tokens},
-                                                           {"output_tokens", usage.output_tokens}}
-                                          : nlohmann::json{{"input_tokens", nullptr},
-                                                           {"output_tokens", nullptr},
-                                                           {"invalid", usage.invalid}}}};
+          {"usage", usage.to_json()},
+          {"streamed", streamed},
+          {"stop_reason", stop_reason},
+          {"reasoning", reasoning}};
+}
+
+bool is_token_limit(std::string_view stop_reason) {
+  return stop_reason == "length" || stop_reason == "max_tokens";
+}
+
+std::string_view usage_status_name(UsageStatus status) {
+  switch (status) {
+  case UsageStatus::kReported:
+    return "reported";
+  case UsageStatus::kAbsent:
+    return "absent";
+  case UsageStatus::kInvalid:
+    return "invalid";
+  }
+  return "invalid";
+}
+
+nlohmann::json TokenUsage::to_json() const {
+  nlohmann::json j = {{"status", usage_status_name(status)}};
+  if (known()) {
+    j["input_tokens"] = input_tokens;
+    j["output_tokens"] = output_tokens;
+  }
+  if (!problem.empty()) j["problem"] = problem;
+  return j;
+}
+
+TokenUsage read_usage(const nlohmann::json* usage, const char* input_key, const char* output_key,
+                      const std::string& where) {
+  TokenUsage out;
+  out.status = UsageStatus::kAbsent;
+  if (usage == nullptr || usage->is_null()) return out;
+  auto invalid = [&](std::string problem) {
+    out = TokenUsage{};
+    out.status = UsageStatus::kInvalid;
+    out.problem = std::move(problem);
+    return out;
+  };
+  if (!usage->is_object())
+    return invalid(fmt::format("{} is a {}, not an object", where, usage->type_name()));
+  int present = 0;
+  std::string missing;
+  for (auto [key, count] :
+       {std::pair{input_key, &out.input_tokens}, std::pair{output_key, &out.output_tokens}}) {
+    const auto it = usage->find(key);
+    if (it == usage->end() || it->is_null()) {
+      missing = key;
+      continue;
+    }
+    const std::string field = where + "." + key;
+    if (!it->is_number())
+      return invalid(fmt::format(
+          "{} is a {} ({}), not a token count", field, it->type_name(),
+          it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).substr(0, 40)));
+    const double v = it->get<double>();
+    if (!(v >= 0) || v != std::floor(v) || v > static_cast<double>(kMaxPlausibleTokens))
+      return invalid(fmt::format("{} = {} is not a plausible token count (a whole number from 0 "
+                                 "to {})",
+                                 field, it->dump(), kMaxPlausibleTokens));
+    *count = it->is_number_integer() ? it->get<std::int64_t>() : static_cast<std::int64_t>(v);
+    ++present;
+  }
+  if (present == 1)
+    return invalid(fmt::format("{}.{} is missing while the other count is given", where, missing));
+  out.status = present == 2 ? UsageStatus::kReported : UsageStatus::kAbsent;
+  return out;
 }
 
 std::string prompt_sha256(const ProviderRequest& request) {
@@ -66,32 +134,28 @@ double Pricing::cost_usd(const TokenUsage& usage) const {
          1e6;
 }
 
-TokenUsage usage_from_json(const nlohmann::json& usage, std::string_view input_key,
-                           std::string_view output_key, std::string_view where) {
-  TokenUsage out;
-  if (!usage.is_object()) return out;
-  const auto count = [&](std::string_view key, std::int64_t& n) {
-    const auto it = usage.find(key);
-    if (it == usage.end() || !out.invalid.empty()) return;
-    if (it->is_number_unsigned() && it->get<std::uint64_t>() <= std::uint64_t(kMaxReportedTokens))
-      n = static_cast<std::int64_t>(it->get<std::uint64_t>());
-    else if (it->is_number_integer() && !it->is_number_unsigned() && it->get<std::int64_t>() >= 0 &&
-             it->get<std::int64_t>() <= kMaxReportedTokens)
-      n = it->get<std::int64_t>();
-    else
-      out.invalid = fmt::format("{}.{} is {}, not a token count from 0 to {}", where, key,
-                                it->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                                kMaxReportedTokens);
-  };
-  count(input_key, out.input_tokens);
-  count(output_key, out.output_tokens);
-  if (!out.invalid.empty()) out.input_tokens = out.output_tokens = 0;
+std::vector<ProviderResponse>
+Provider::complete_batch(const std::vector<ProviderRequest>& requests) {
+  std::vector<ProviderResponse> out;
+  for (const auto& r : requests) {
+    if (!out.empty() && out.back().outcome == ProviderOutcome::kCancelled) {
+      ProviderResponse c;
+      c.outcome = ProviderOutcome::kCancelled;
+      c.error = "cancelled before this candidate's request was sent";
+      c.exchange.provider = name();
+      c.exchange.error = c.error;
+      out.push_back(std::move(c));
+      continue;
+    }
+    out.push_back(complete(r));
+  }
   return out;
 }
 
 void Budget::charge(const TokenUsage& usage, const Pricing& pricing) {
-  if (!usage.invalid.empty()) {
-    if (unknown_usage_.empty()) unknown_usage_ = usage.invalid;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (usage.status == UsageStatus::kInvalid) {
+    if (unknown_usage_.empty()) unknown_usage_ = usage.problem;
     return;
   }
   tokens_used_ += usage.total();
@@ -99,6 +163,7 @@ void Budget::charge(const TokenUsage& usage, const Pricing& pricing) {
 }
 
 std::optional<std::string> Budget::exhausted() const {
+  std::lock_guard<std::mutex> lock(mu_);
   if ((max_tokens_ || max_cost_usd_) && !unknown_usage_.empty())
     return fmt::format("the {} budget cannot be checked: the provider reported usage that makes "
                        "no sense ({}), so the session's spend is unknown; check the provider, "

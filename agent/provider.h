@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,31 +32,48 @@ struct ProviderRequest {
   int max_tokens = 8192;         // reply token limit sent to the API
   double temperature = 0.2;      // sampling temperature sent to the API
   int iteration = 0;
+  // Which of the iteration's candidates this request asks for (`--candidates-per-iteration`,
+  // 0-based, of `candidates`); labels the call only (not part of the prompt or its hash).
+  int candidate = 0;
+  int candidates = 1;
 };
 
-// Token counts as the API reported them (0 when the API did not report them).
+// Whether a reply's token counts can be trusted. Persisted by name ("reported", "absent",
+// "invalid") in the exchange record.
+enum class UsageStatus : int {
+  kReported = 0, // the API sent counts that make sense (offline and replay: known counts)
+  kAbsent = 1,   // the API sent no usage (a server without stream usage, an old server)
+  kInvalid = 2,  // the API sent usage that makes no sense (a string, a negative or fractional
+                 // count, more than kMaxPlausibleTokens); `problem` says what
+};
+std::string_view usage_status_name(UsageStatus status);
+
+// True for the stop reasons that mean the token limit ended the reply: OpenAI-compatible
+// finish_reason "length", Anthropic stop_reason "max_tokens".
+bool is_token_limit(std::string_view stop_reason);
+
+// Largest token count of one call taken at face value (10^8: no model's context comes close).
+inline constexpr std::int64_t kMaxPlausibleTokens = 100'000'000;
+
+// Token counts of one call. Only kReported counts are numbers to add up: an absent or invalid
+// usage is unknown, never 0 tokens (its counts stay 0 here and must not be charged as such).
 struct TokenUsage {
   std::int64_t input_tokens = 0;
   std::int64_t output_tokens = 0;
-  // Usage that makes no sense (usage_from_json): "" when the counts are sane. Otherwise it names
-  // the field and the value as reported ("usage.prompt_tokens is 1e+30, not a token count from 0
-  // to 2147483647"), both counts are 0 and mean "unknown", never "none": the loop records the
-  // response's usage as invalid (not as 0 tokens), the reply is a bad_response, and a session with
-  // a token or cost budget stops, since its spend can no longer be counted (Budget::charge).
-  std::string invalid;
+  UsageStatus status = UsageStatus::kReported;
+  std::string problem; // kInvalid: which field and value, e.g. "usage.prompt_tokens is a string"
+  bool known() const { return status == UsageStatus::kReported; }
   std::int64_t total() const { return input_tokens + output_tokens; }
+  // {"status", "input_tokens", "output_tokens"} (counts only when reported) and "problem".
+  nlohmann::json to_json() const;
 };
 
-// The largest token count a reply may report: the store's 32-bit count columns; no model's context
-// comes near it, so a larger count is a broken report, not usage.
-inline constexpr std::int64_t kMaxReportedTokens = 2147483647;
-
-// Reads the counts `input_key` and `output_key` of a provider's usage object `usage` (`where`:
-// its JSON path, "usage"). A missing key, or `usage` not an object, counts 0 (not reported); a
-// count that is not an integer from 0 to kMaxReportedTokens (negative, fractional, 1e30, a
-// string) sets TokenUsage::invalid.
-TokenUsage usage_from_json(const nlohmann::json& usage, std::string_view input_key,
-                           std::string_view output_key, std::string_view where = "usage");
+// Reads an API's usage object: `input_key` / `output_key` (e.g. "prompt_tokens" /
+// "completion_tokens"). Absent object or keys -> kAbsent; a count that is not a non-negative
+// integer up to kMaxPlausibleTokens (integral floats such as 12.0 are accepted) -> kInvalid naming
+// `where`.`key` and the value. Never throws.
+TokenUsage read_usage(const nlohmann::json* usage, const char* input_key, const char* output_key,
+                      const std::string& where = "usage");
 
 // Result class of one provider call. Persisted: values are fixed and never reused.
 enum class ProviderOutcome : int {
@@ -84,16 +102,28 @@ struct Exchange {
   int retries = 0;             // attempts after the first
   std::string error;           // "" on success; otherwise what failed, scrubbed
   TokenUsage usage;
+  bool streamed = false;          // the reply came as a server-sent event stream
+  std::string stop_reason;        // finish_reason / stop_reason as the API sent it ("" unknown)
+  std::string reasoning;          // reasoning returned beside the answer (reasoning_content,
+                                  // reasoning, thinking blocks); never parsed as the answer
   nlohmann::json to_json() const; // {"provider","url","request_body",...}, for the store
 };
 
-// One provider call's result. text is set iff outcome == kOk.
+// One provider call's result. text is set iff outcome == kOk (and may be empty: an empty reply, or
+// one cut at the token limit before any answer, is the reply parser's to judge).
 struct ProviderResponse {
   ProviderOutcome outcome = ProviderOutcome::kOk;
   std::string text;  // the reply text (kOk only)
   TokenUsage usage;  // same as exchange.usage
   std::string error; // one line naming the cause and next step ("" on kOk)
   Exchange exchange;
+  std::string stop_reason; // same as exchange.stop_reason
+  bool truncated = false;  // the stop reason is the token limit ("length", "max_tokens")
+  std::string refusal;     // the API's own refusal text (OpenAI message.refusal), "" if none
+  // The next iteration would fail the same way (provider unreachable after every retry, a spend
+  // limit, a rejected key, an unknown model, a request the server refuses): the loop ends the
+  // session instead of asking again.
+  bool stop_session = false;
   bool ok() const { return outcome == ProviderOutcome::kOk; }
 };
 
@@ -105,6 +135,12 @@ public:
   // Sends one request. Never throws for expected outcomes (see ProviderOutcome); may throw
   // evaluator::InfraError for failures of kloop itself (e.g. libcurl cannot be initialised).
   virtual ProviderResponse complete(const ProviderRequest& request) = 0;
+  // The requests of one iteration's candidates (`--candidates-per-iteration`), answers in their
+  // order. Default: complete() one after another, stopping (kCancelled for the rest) when one
+  // is cancelled. The HTTP providers send them in parallel; the offline generator proposes that
+  // many distinct variants. One request: the same as complete().
+  virtual std::vector<ProviderResponse>
+  complete_batch(const std::vector<ProviderRequest>& requests);
   // The loop hands every provider the previous iteration's public report (PublicReport::to_json())
   // before the next complete(). LLM providers see it only through the rendered feedback prompt and
   // ignore this; the offline generator's policy reads it directly. Never receives holdout data.
@@ -126,25 +162,37 @@ struct Pricing {
 // Token and cost budget of one session. A provider checks it before each request (a spent budget
 // gives kBudgetExceeded and sends nothing) and charges it with the usage of each reply; a resumed
 // session is charged first with what its recorded responses used (agent/loop_record.h).
+// Thread-safe (parallel requests of one iteration); requests sent together are all checked before
+// any is charged, so one batch can pass the budget by its own replies.
 class Budget {
 public:
   // nullopt = no limit on that axis.
   Budget(std::optional<std::int64_t> max_tokens, std::optional<double> max_cost_usd)
       : max_tokens_(max_tokens), max_cost_usd_(max_cost_usd) {}
-  // Adds `usage` at `pricing`. Usage that makes no sense (TokenUsage::invalid) adds nothing and
+  // Adds `usage` at `pricing`. Usage that makes no sense (UsageStatus::kInvalid) adds nothing and
   // marks the spend unknown: with a limit set, exhausted() then stops the session.
   void charge(const TokenUsage& usage, const Pricing& pricing);
   // Why no further request may be sent ("token budget spent: 12000 of 10000 tokens used"; "the
   // token budget cannot be checked: ..."), or nullopt while the budget lasts.
   std::optional<std::string> exhausted() const;
-  std::int64_t tokens_used() const { return tokens_used_; }
-  double cost_used_usd() const { return cost_used_usd_; }
+  std::int64_t tokens_used() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tokens_used_;
+  }
+  double cost_used_usd() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cost_used_usd_;
+  }
   // The first usage report that made no sense ("" when every one did).
-  const std::string& unknown_usage() const { return unknown_usage_; }
+  std::string unknown_usage() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return unknown_usage_;
+  }
 
 private:
   std::optional<std::int64_t> max_tokens_;
   std::optional<double> max_cost_usd_;
+  mutable std::mutex mu_;
   std::int64_t tokens_used_ = 0;
   double cost_used_usd_ = 0.0;
   std::string unknown_usage_;

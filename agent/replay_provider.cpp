@@ -35,6 +35,10 @@ ProviderResponse ReplayProvider::complete(const ProviderRequest& request) {
   out.outcome = ProviderOutcome::kOk;
   out.text = rec.response_text;
   out.usage = rec.usage;
+  out.stop_reason = rec.stop_reason;
+  out.truncated = is_token_limit(rec.stop_reason);
+  out.refusal = rec.refusal;
+  out.exchange.stop_reason = rec.stop_reason;
   out.exchange.response_body = rec.response_text;
   out.exchange.usage = rec.usage;
   return out;

@@ -20,6 +20,8 @@ struct ReplayRecord {
   std::string prompt_sha256; // prompt_sha256() of the request that produced the response
   std::string response_text;
   TokenUsage usage;
+  std::string stop_reason; // as recorded (iteration notes "stop_reason"), so the reply parser
+  std::string refusal;     // reads a replayed reply as it read the original
 };
 
 class ReplayProvider final : public Provider {

@@ -12,6 +12,7 @@
 #include "app/work_root.h"
 #include "evaluator/pipeline.h"
 #include "evaluator/subprocess.h"
+#include "evaluator/throughput.h"
 #include "store/store.h"
 #include "store/text_view.h"
 
@@ -29,6 +30,7 @@ struct EvaluateArgs {
   bool json = false;
   bool no_sandbox = false;
   double build_timeout_s = 60;
+  std::string devices = "all"; // the candidate runs on the first chosen device
 };
 
 void print_table(const evaluator::PublicReport& report) {
@@ -42,6 +44,15 @@ void print_table(const evaluator::PublicReport& report) {
   for (const auto& [name, sha] : report.artifacts)
     std::printf("artifact %-14s sha256 %s\n", name.c_str(), sha.c_str());
   std::printf("verdict: %s\n", std::string(evaluator::verdict_name(report.verdict)).c_str());
+}
+
+// Every phase of the evaluation with its start and wall time (evaluator/phases.h).
+void print_phases(const evaluator::Evaluation& ev) {
+  std::printf("time %.2f s:\n", ev.wall_ms / 1000);
+  for (const auto& p : ev.phases)
+    std::printf("  %-34s %s%8.3f s (at %.3f s)%s\n", p.name.c_str(), p.nested ? "  " : "",
+                p.wall_ms / 1000, p.start_ms / 1000,
+                p.device.empty() ? "" : (" device " + p.device).c_str());
 }
 
 int run_evaluate(const EvaluateArgs& a) {
@@ -72,13 +83,28 @@ int run_evaluate(const EvaluateArgs& a) {
   agent::DeviceOptions device_options;
   device_options.no_sandbox = a.no_sandbox;
   device_options.build_timeout_s = a.build_timeout_s;
+  device_options.devices = a.devices;
+  try {
+    device_options.throughput = evaluator::throughput_from_env();
+  } catch (const std::invalid_argument& e) {
+    return usage_error(e.what());
+  }
   const WorkRoot work_root; // $TMPDIR of this run; a killed run's is removed by the next kloop
-  agent::DeviceContext device(device_options, progress);
-  auto ev = device.evaluator(*op).evaluate(*loaded.candidate);
-  if (a.json)
-    std::printf("%s\n", store::json_text(ev.report.to_json(), 2).c_str());
-  else
+  std::optional<agent::DeviceContext> device;
+  try {
+    device.emplace(device_options, progress);
+  } catch (const agent::DeviceSelectionError& e) {
+    return usage_error(e.what());
+  }
+  auto ev = device->evaluator(*op).evaluate(*loaded.candidate);
+  if (a.json) { // the public report, plus where its time went (evaluator/phases.h)
+    nlohmann::json doc = ev.report.to_json();
+    doc["phases"] = evaluator::phases_telemetry(ev.phases, ev.wall_ms);
+    std::printf("%s\n", store::json_text(doc, 2).c_str());
+  } else {
     print_table(ev.report);
+    print_phases(ev);
+  }
   // kloop's own host-memory peak, children excluded (stderr: --json keeps stdout the report).
   std::fprintf(stderr, "kloop peak RSS %ld MiB\n", (evaluator::self_max_rss_kib() + 1023) / 1024);
   switch (ev.report.verdict) {
@@ -108,6 +134,10 @@ void register_evaluate(CLI::App& app, int& exit_code) {
   sub->add_option("--build-timeout", args->build_timeout_s,
                   "Wall-clock limit of one build in seconds (default 60)")
       ->check(finite_number_check(0, 3600, "seconds", /*lo_open=*/true));
+  sub->add_option("--devices", args->devices,
+                  "GPUs to consider: all (default), none, or a comma list of indices / GPU UUIDs; "
+                  "the candidate runs on the first")
+      ->check(devices_check());
   sub->callback([args, &exit_code] {
     try {
       exit_code = run_evaluate(*args);

@@ -21,6 +21,7 @@
 #include "app/commands.h"
 #include "app/work_root.h"
 #include "evaluator/subprocess.h"
+#include "evaluator/throughput.h"
 #include "kernels/registry.h"
 #include "store/error.h"
 #include "store/receipt.h"
@@ -77,24 +78,33 @@ struct OptimizeArgs {
   double max_cost_usd = 0;
   double usd_per_mtok_input = 0, usd_per_mtok_output = 0; // the model's price (cost budget)
   double worker_timeout_s = 120;
+  std::string devices = "all";      // --devices (agent/components.h)
+  int candidates_per_iteration = 1; // --candidates-per-iteration
+  double request_timeout_s = 900;   // whole provider request
+  double idle_timeout_s = 180;      // no byte of a streamed reply for this long (0: off)
+  bool no_stream = false;
+  int max_reply_tokens = 8192;
   // Which flags were given on the command line: a resume takes the recorded value of each one
   // left out and refuses one that differs from the record.
   bool provider_given = false, model_given = false, base_url_given = false;
   bool api_key_env_given = false, budget_given = false, seed_given = false;
   bool replay_session_given = false, max_tokens_given = false, max_cost_given = false;
-  bool price_in_given = false, price_out_given = false;
+  bool price_in_given = false, price_out_given = false, candidates_given = false;
 };
 
 // The session parameters kloop records (sessions.params_json) and a resume reads back.
 nlohmann::json session_params(const OptimizeArgs& a) {
-  return {{"base_url", a.base_url},
-          {"api_key_env", a.api_key_env},
-          {"no_sandbox", a.no_sandbox},
-          {"replay_session", a.replay_session},
-          {"max_tokens", a.max_tokens},
-          {"max_cost_usd", a.max_cost_usd},
-          {"usd_per_mtok_input", a.usd_per_mtok_input},
-          {"usd_per_mtok_output", a.usd_per_mtok_output}};
+  nlohmann::json params = {{"base_url", a.base_url},
+                           {"api_key_env", a.api_key_env},
+                           {"no_sandbox", a.no_sandbox},
+                           {"replay_session", a.replay_session},
+                           {"max_tokens", a.max_tokens},
+                           {"max_cost_usd", a.max_cost_usd},
+                           {"usd_per_mtok_input", a.usd_per_mtok_input},
+                           {"usd_per_mtok_output", a.usd_per_mtok_output}};
+  if (a.candidates_per_iteration != 1) // a resume takes it from here (take_recorded)
+    params["candidates_per_iteration"] = a.candidates_per_iteration;
+  return params;
 }
 
 // Progress lines on stdout. A write that fails with EPIPE (the reader of a pipe went away, e.g.
@@ -126,10 +136,27 @@ std::vector<agent::ReplayRecord> replay_records(store::Store& st, std::int64_t i
     agent::ReplayRecord r;
     r.iteration = it.iteration.index;
     r.prompt_sha256 = it.iteration.notes.value("prompt_sha256", std::string());
+    r.stop_reason = it.iteration.notes.value("stop_reason", std::string());
+    r.refusal = it.iteration.notes.value("refusal", std::string());
+    // One record per candidate, in order (`--candidates-per-iteration` records several, each
+    // with its stop reason and refusal under the notes' "replies"); an iteration without a
+    // candidate (a provider error) serves one empty reply, as recorded.
+    const auto replies = it.iteration.notes.value("replies", nlohmann::json::array());
+    std::size_t served = 0;
     for (const auto& c : it.candidates)
       for (const auto& a : c.artifacts)
-        if (a.name == "reply.txt") r.response_text = st.blob(a.sha256);
-    records.push_back(std::move(r));
+        if (a.name == "reply.txt") {
+          agent::ReplayRecord one = r;
+          one.response_text = st.blob(a.sha256);
+          const auto k = static_cast<std::size_t>(c.candidate.ordinal);
+          if (replies.is_array() && k < replies.size() && replies[k].is_object()) {
+            one.stop_reason = replies[k].value("stop_reason", std::string());
+            one.refusal = replies[k].value("refusal", std::string());
+          }
+          records.push_back(std::move(one));
+          ++served;
+        }
+    if (served == 0) records.push_back(std::move(r));
   }
   return records;
 }
@@ -151,7 +178,16 @@ std::unique_ptr<agent::Provider> make_provider(const OptimizeArgs& a, store::Sto
   config.api_key_env = a.api_key_env;
   config.model = a.model;
   config.pricing = {a.usd_per_mtok_input, a.usd_per_mtok_output};
-  auto runtime = agent::default_runtime(budget, &g_cancel);
+  config.request_timeout =
+      std::chrono::milliseconds(static_cast<long long>(a.request_timeout_s * 1000));
+  config.idle_timeout = std::chrono::milliseconds(static_cast<long long>(a.idle_timeout_s * 1000));
+  config.stream = !a.no_stream;
+  // Waiting and retry lines go with the loop's progress (stdout; none with --json).
+  auto runtime = agent::default_runtime(budget, &g_cancel, [quiet = a.json](const std::string& s) {
+    if (quiet) return;
+    std::fputs((s + "\n").c_str(), stdout);
+    std::fflush(stdout);
+  });
   if (a.provider == "openai") {
     if (config.base_url.empty()) config.base_url = agent::kOpenAiDefaultBaseUrl;
     if (config.api_key_env.empty()) config.api_key_env = agent::kOpenAiDefaultKeyEnv;
@@ -236,6 +272,11 @@ std::string take_recorded(OptimizeArgs& a, const op::Operator& op, const store::
   if (a.seed_given && static_cast<std::int64_t>(a.seed) != s.seed)
     return refuse("--seed", std::to_string(s.seed), std::to_string(a.seed));
   a.seed = static_cast<std::uint64_t>(s.seed);
+  const int recorded_k = std::clamp(recorded_param(s.params, "candidates_per_iteration", 1), 1, 16);
+  if (a.candidates_given && a.candidates_per_iteration != recorded_k)
+    return refuse("--candidates-per-iteration", std::to_string(recorded_k),
+                  std::to_string(a.candidates_per_iteration));
+  a.candidates_per_iteration = recorded_k;
   // The spending limits and the price they are counted at hold for the whole session (a session
   // recorded before they were recorded has none).
   const auto number = [&](const char* key) { // within the options' ranges (an edited row)
@@ -302,6 +343,62 @@ std::string unused_flags(const OptimizeArgs& a) {
                            "no model and sends nothing (drop {} or choose a provider)",
                            flag, flag);
   return "";
+}
+
+// What the session records about this run: the throughput switches, devices and start-up
+// phases (issue 26), and kloop's own host-memory peak (issue 8: under 1 GiB; a resumed session
+// keeps the larger peak). A store error is reported and does not change the exit code.
+void record_run(store::Store& st, std::int64_t session_id, const agent::DeviceContext& device,
+                long rss_kib) {
+  if (session_id <= 0) return;
+  try { // the throughput switches, devices and start-up phases of this run (issue 26)
+    st.set_session_param(session_id, "throughput", device.throughput_record());
+  } catch (const store::StoreError& e) {
+    std::fprintf(stderr, "kloop optimize: could not record the throughput settings: %s\n",
+                 e.what());
+  }
+  try {
+    long peak = rss_kib;
+    const auto params = st.load_session(session_id).session.params;
+    const auto prior =
+        params.is_object() ? params.value("resources", nlohmann::json()) : nlohmann::json();
+    peak = std::max(peak, recorded_param(prior, "kloop_peak_rss_kib", 0L));
+    st.set_session_param(
+        session_id, "resources",
+        {{"kloop_peak_rss_kib", peak},
+         {"last_run_peak_rss_kib", rss_kib},
+         {"scope", "the kloop process only: getrusage(RUSAGE_SELF).ru_maxrss, children "
+                   "(build and GPU workers, sanitizer, ncu) excluded; their peaks are on "
+                   "their tool_calls rows"}});
+  } catch (const store::StoreError& e) {
+    std::fprintf(stderr, "kloop optimize: could not record the peak RSS: %s\n", e.what());
+  }
+}
+
+// The session's outcome on stdout: the LoopResult as JSON, or the iteration table and the
+// decision.
+void print_result(const OptimizeArgs& a, const agent::LoopResult& r, long rss_kib) {
+  if (a.json) {
+    nlohmann::json out = r.to_json();
+    out["kloop_peak_rss_kib"] = rss_kib;
+    std::cout << store::json_text(out, 2) << "\n";
+  } else {
+    std::printf("\n%-10s %-26s %-9s %s\n", "iteration", "verdict", "seconds", "speed-up");
+    for (const auto& it : r.iterations) {
+      const std::string label = a.candidates_per_iteration > 1
+                                    ? fmt::format("{}.{}", it.index + 1, it.candidate + 1)
+                                    : std::to_string(it.index + 1);
+      std::printf("%-10s %-26s %-9.1f %s\n", label.c_str(), it.verdict.c_str(),
+                  a.candidates_per_iteration > 1 ? it.evaluation_s : it.wall_s,
+                  it.speedup ? fmt::format("{:.3f}x", *it.speedup).c_str() : "-");
+    }
+    std::printf("\nsession %lld: %s\n  %s\n", static_cast<long long>(r.session_id),
+                r.decision.c_str(), r.reason.c_str());
+    if (!r.export_dir.empty()) std::printf("  promoted artifact: %s\n", r.export_dir.c_str());
+    std::printf("  store: %s (%s)\n", a.store_dir.c_str(),
+                store::kloop_command(fmt::format("show {}", r.session_id), a.store_dir).c_str());
+    std::printf("  kloop peak RSS %ld MiB\n", (rss_kib + 1023) / 1024);
+  }
 }
 
 int run_optimize(OptimizeArgs a) {
@@ -377,11 +474,27 @@ int run_optimize(OptimizeArgs a) {
   StdoutProgress progress(a.json);
   install_cancel_handlers(); // before the device probe: the session is not created yet
   const WorkRoot work_root;  // $TMPDIR of this run; a killed run's is removed by the next one
-  agent::DeviceContext device(agent::DeviceOptions{a.no_sandbox, a.worker_timeout_s, a.seed},
-                              progress);
+  agent::DeviceOptions device_options{a.no_sandbox, a.worker_timeout_s, a.seed};
+  device_options.devices = a.devices;
+  try {
+    device_options.throughput = evaluator::throughput_from_env();
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "kloop optimize: %s\n", e.what());
+    return kExitUsage;
+  }
+  std::optional<agent::DeviceContext> device_context;
+  try {
+    device_context.emplace(device_options, progress);
+  } catch (const agent::DeviceSelectionError& e) {
+    std::fprintf(stderr, "kloop optimize: %s\n", e.what());
+    return kExitUsage;
+  }
+  agent::DeviceContext& device = *device_context;
 
   agent::LoopOptions o;
   o.budget = a.budget;
+  o.candidates_per_iteration = a.candidates_per_iteration;
+  o.max_reply_tokens = a.max_reply_tokens;
   o.seed = a.seed;
   o.provider_name = a.provider;
   o.model = a.model;
@@ -412,44 +525,25 @@ int run_optimize(OptimizeArgs a) {
   // kloop's own host-memory peak (issue 8: under 1 GiB), children (workers) excluded; recorded
   // with the session so `kloop show` can print it. A resumed session keeps the larger peak.
   const long rss_kib = evaluator::self_max_rss_kib();
-  if (r.session_id > 0) {
-    try {
-      long peak = rss_kib;
-      const auto params = st->load_session(r.session_id).session.params;
-      const auto prior =
-          params.is_object() ? params.value("resources", nlohmann::json()) : nlohmann::json();
-      peak = std::max(peak, recorded_param(prior, "kloop_peak_rss_kib", 0L));
-      st->set_session_param(
-          r.session_id, "resources",
-          {{"kloop_peak_rss_kib", peak},
-           {"last_run_peak_rss_kib", rss_kib},
-           {"scope", "the kloop process only: getrusage(RUSAGE_SELF).ru_maxrss, children "
-                     "(build and GPU workers, sanitizer, ncu) excluded; their peaks are on "
-                     "their tool_calls rows"}});
-    } catch (const store::StoreError& e) {
-      std::fprintf(stderr, "kloop optimize: could not record the peak RSS: %s\n", e.what());
-    }
-  }
-  if (a.json) {
-    nlohmann::json out = r.to_json();
-    out["kloop_peak_rss_kib"] = rss_kib;
-    std::cout << store::json_text(out, 2) << "\n";
-  } else {
-    std::printf("\n%-10s %-26s %-9s %s\n", "iteration", "verdict", "seconds", "speed-up");
-    for (const auto& it : r.iterations)
-      std::printf("%-10d %-26s %-9.1f %s\n", it.index + 1, it.verdict.c_str(), it.wall_s,
-                  it.speedup ? fmt::format("{:.3f}x", *it.speedup).c_str() : "-");
-    std::printf("\nsession %lld: %s\n  %s\n", static_cast<long long>(r.session_id),
-                r.decision.c_str(), r.reason.c_str());
-    if (!r.export_dir.empty()) std::printf("  promoted artifact: %s\n", r.export_dir.c_str());
-    std::printf("  store: %s (%s)\n", a.store_dir.c_str(),
-                store::kloop_command(fmt::format("show {}", r.session_id), a.store_dir).c_str());
-    std::printf("  kloop peak RSS %ld MiB\n", (rss_kib + 1023) / 1024);
-  }
+  record_run(*st, r.session_id, device, rss_kib);
+  print_result(a, r, rss_kib);
   return r.exit_code;
 }
 
 } // namespace
+
+CLI::Validator devices_check() {
+  return CLI::Validator(
+      [](const std::string& text) -> std::string {
+        try {
+          agent::check_devices_syntax(text);
+        } catch (const agent::DeviceSelectionError& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "DEVICES");
+}
 
 void register_optimize(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<OptimizeArgs>();
@@ -497,6 +591,25 @@ void register_optimize(CLI::App& app, int& exit_code) {
   sub->add_option("--worker-timeout", args->worker_timeout_s,
                   "Watchdog deadline per GPU worker batch, seconds")
       ->check(finite_number_check(1, 3600, "seconds"));
+  sub->add_option("--devices", args->devices,
+                  "GPUs to use: all (default), none, or a comma list of indices / GPU UUIDs")
+      ->check(devices_check());
+  auto* candidates =
+      sub->add_option("--candidates-per-iteration", args->candidates_per_iteration,
+                      "Candidates per iteration, evaluated in parallel across devices (1-16)")
+          ->check(CLI::Range(1, 16));
+  sub->add_option("--request-timeout", args->request_timeout_s,
+                  "Provider request deadline, seconds (default 900)")
+      ->check(finite_number_check(1, 86400, "seconds"));
+  sub->add_option("--idle-timeout", args->idle_timeout_s,
+                  "End a streamed provider reply after this many seconds without data (default "
+                  "180; 0: no idle limit)")
+      ->check(finite_number_check(0, 86400, "seconds; 0: no idle limit"));
+  sub->add_flag("--no-stream", args->no_stream,
+                "Ask the provider for one JSON reply instead of a server-sent event stream");
+  sub->add_option("--max-reply-tokens", args->max_reply_tokens,
+                  "Token limit of each provider reply (default 8192)")
+      ->check(CLI::Range(256, 1'000'000));
   sub->callback([=, &exit_code] {
     args->provider_given = provider->count() > 0;
     args->model_given = model->count() > 0;
@@ -505,6 +618,7 @@ void register_optimize(CLI::App& app, int& exit_code) {
     args->budget_given = budget->count() > 0;
     args->seed_given = seed->count() > 0;
     args->replay_session_given = replay_session->count() > 0;
+    args->candidates_given = candidates->count() > 0;
     args->max_tokens_given = max_tokens->count() > 0;
     args->max_cost_given = max_cost->count() > 0;
     args->price_in_given = price_in->count() > 0;

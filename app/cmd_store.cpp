@@ -18,10 +18,12 @@
 
 #include "app/commands.h"
 #include "app/show_resources.h"
+#include "evaluator/evidence.h"
 #include "store/compare.h"
 #include "store/error.h"
 #include "store/generator_compare.h"
 #include "store/html_report.h"
+#include "store/phase_view.h"
 #include "store/receipt.h"
 #include "store/replay.h"
 #include "store/store.h"
@@ -265,21 +267,14 @@ struct BenchmarkStates {
 // recorded before the summary existed) or the counts are not integers (an edited row).
 std::optional<BenchmarkStates> benchmark_states(const store::CandidateDetail& c) {
   const store::GateRecord* g = c.gate("benchmark");
-  if (g == nullptr || !g->evidence.is_object()) return std::nullopt;
-  const auto summary = g->evidence.value("summary", nlohmann::json());
-  if (!summary.is_object()) return std::nullopt;
-  BenchmarkStates b;
-  for (const auto& [key, value] : {std::pair<const char*, std::int64_t*>{"faster", &b.faster},
-                                   {"indistinguishable", &b.indistinguishable},
-                                   {"slower", &b.slower}}) {
-    const auto v = summary.value(key, nlohmann::json());
-    if (!v.is_number_integer()) return std::nullopt;
-    *value = v.get<std::int64_t>();
-  }
-  if (const auto clears = summary.value("clears_noise_floor", nlohmann::json());
-      clears.is_boolean())
-    b.clears_noise_floor = clears.get<bool>();
-  return b;
+  if (g == nullptr) return std::nullopt;
+  evaluator::evidence::Problems problems; // the schema of evaluator/evidence.h
+  const auto ev = evaluator::evidence::BenchmarkEvidence::read(g->evidence, problems);
+  for (const auto& p : problems)
+    if (p.rfind("summary.", 0) == 0) return std::nullopt; // an edited row: no counts to trust
+  if (!ev.summary) return std::nullopt;
+  return BenchmarkStates{ev.summary->faster, ev.summary->indistinguishable, ev.summary->slower,
+                         ev.summary->clears_noise_floor};
 }
 
 // The frozen candidate's line of `kloop show`: why it was frozen (the benchmark states and
@@ -396,9 +391,11 @@ void cmd_show(const Opts& o) {
                                           store::replace_invalid_utf8(tc.name)),
                               -1));
       out += candidate_resources_text(c);
+      out += store::candidate_phase_text(c);
     }
   }
-  out += store::holdout_text(d); // store/text_view.h, shared with the HTML report
+  out += store::phase_summary_text(d); // where the time went (store/phase_view.h)
+  out += store::holdout_text(d);       // store/text_view.h, shared with the HTML report
   if (d.promotion)
     out +=
         fmt::format("promotion: {} (candidate {}): {}\n", store::name(d.promotion->decision),

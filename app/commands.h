@@ -107,6 +107,10 @@ inline CLI::Validator finite_number_check(double lo, double hi, const std::strin
       "NUMBER in " + range);
 }
 
+// Validator for `--devices` (agent::check_devices_syntax: all, none, or a comma list of device
+// indices and GPU UUIDs); whether the devices exist is checked when they are probed.
+CLI::Validator devices_check();
+
 // Whether the command line asks for JSON output (--json before any "--").
 inline bool json_requested(int argc, const char* const* argv) {
   for (int i = 1; i < argc; ++i) {

@@ -187,4 +187,23 @@ std::array<SlotPath, 8> kernel_slot_order(int round) {
   return {xyz[0], xyz[1], r, xyz[2], xyz[2], r, xyz[1], xyz[0]};
 }
 
+bool decision_settled(std::span<const double> candidate, std::span<const double> baseline,
+                      std::span<const double> aa, std::size_t min_rounds) {
+  const std::size_t rounds = std::min({candidate.size(), baseline.size(), aa.size()}) / 2;
+  if (rounds == 0 || rounds < min_rounds) return false;
+  std::vector<double> vs, floor_ratios;
+  try {
+    vs = abba_round_ratios(candidate.first(2 * rounds), baseline.first(2 * rounds));
+    floor_ratios = abba_round_ratios(aa.first(2 * rounds), baseline.first(2 * rounds));
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+  const Interval ci = median_ci95(vs), aci = median_ci95(floor_ratios);
+  const double floor =
+      std::max({1.0 - aci.lo, aci.hi - 1.0, std::fabs(median(floor_ratios) - 1.0), 0.0});
+  if (ci.hi < 1.0 - 1.5 * floor || ci.lo > 1.0 + 1.5 * floor) return true;
+  const double aa_half = (aci.hi - aci.lo) / 2;
+  return ci.lo > 1.0 - floor / 2 && ci.hi < 1.0 + floor / 2 && aa_half < floor / 2;
+}
+
 } // namespace kloop::evaluator::bench

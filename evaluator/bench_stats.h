@@ -104,6 +104,18 @@ inline constexpr int kSlotOrders = 6;
 // baseline and the A/A partner alike. Throws std::invalid_argument for a negative round.
 std::array<SlotPath, 8> kernel_slot_order(int round);
 
+// Whether a state's speed decision is settled, for the benchmark's optional early stop (issue 26,
+// protocol "stop_rule": "decision"): the gate's own decision (decide_speed of the paired ratio
+// against the A/A floor) made from the cheap order-statistics interval (median_ci95) of the
+// per-round ratios, and only where it holds with a margin: faster (slower) when the interval
+// lies below 1 - 1.5 floor (above 1 + 1.5 floor); indistinguishable when it lies within
+// 1 -+ floor / 2 and the A/A ratios' own interval is narrower than floor / 2 on each side (the
+// floor then cannot shrink enough to change the decision). Samples are per-call times, two per
+// round per path (abba_round_ratios); fewer than `min_rounds` whole rounds of each series, or a
+// non-positive time, is never settled.
+bool decision_settled(std::span<const double> candidate, std::span<const double> baseline,
+                      std::span<const double> aa, std::size_t min_rounds);
+
 enum class SpeedDecision { kFaster, kSlower, kIndistinguishable };
 std::string_view speed_decision_name(SpeedDecision d); // "faster", "slower", "indistinguishable"
 

@@ -11,6 +11,8 @@
 
 #include <fmt/core.h>
 
+#include "evaluator/evidence.h"
+
 namespace kloop::evaluator {
 namespace {
 
@@ -116,10 +118,10 @@ BuildResult build_candidate(std::string_view source, const std::string& target,
   // preprocessor reaches them.
   const IncludeScan scan = scan_includes(source, inc);
   if (!scan.rejected.empty()) {
-    nlohmann::json list = nlohmann::json::array();
+    evaluator::evidence::BuildEvidence found;
     for (const auto& p : scan.rejected)
-      list.push_back(p.message);
-    evidence["include_problems"] = list;
+      found.include_problems.push_back(p.message);
+    found.write_to(evidence);
     r.gate = gate(GateStatus::kFail, "kernel.cu " + scan.rejected.front().message, evidence);
     return r;
   }
@@ -247,11 +249,11 @@ BuildResult build_candidate(std::string_view source, const std::string& target,
     const std::string reduced = redact_paths(
         reduce_diagnostics(r.log.find("error") != std::string::npos ? r.log : r.log_ptx),
         r.redactions);
-    evidence["diagnostics"] = reduced;
     if (const IncludeProblem* reached = reached_include(r.log + r.log_ptx, scan.neutralised)) {
-      evidence["include_problems"] = nlohmann::json::array({reached->message});
+      evaluator::evidence::BuildEvidence{{reached->message}, reduced}.write_to(evidence);
       r.gate = gate(GateStatus::kFail, "kernel.cu " + reached->message, evidence);
     } else {
+      evaluator::evidence::BuildEvidence{{}, reduced}.write_to(evidence);
       const std::string first = reduced.substr(0, reduced.find('\n'));
       r.gate = gate(GateStatus::kFail, "build: NVRTC compile error: " + first, evidence);
     }

@@ -110,7 +110,12 @@ CaseResult judge_outputs(CaseResult result, const op::Operator& op, const op::Ca
     const bool ok = c.pass;
     if (!ok && written.size() > 1) c.reason = fmt::format("{}: {}", decl.name, c.reason);
     if (!result.comparison || (!ok && result.comparison->pass)) result.comparison = std::move(c);
-    if (!ok) return fail(std::move(result), result.comparison->reason);
+    if (!ok) {
+      // The reason is copied before `result` is moved: the order in which a call's arguments are
+      // evaluated is unspecified (clang moves the comparison out first, and the reason was empty).
+      std::string why = result.comparison->reason;
+      return fail(std::move(result), std::move(why));
+    }
   }
   result.pass = true;
   return result;

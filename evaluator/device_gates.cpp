@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "evaluator/evidence.h"
 #include "kernels/manifest.h"
 #include "store/hash.h"
 #include "store/text_view.h"
@@ -23,13 +24,8 @@ GateResult correctness_gate_from(const GpuRunResult& run) {
   if (run.result.is_object()) {
     for (const char* key : {"device", "path_counts", "evidence", "fault", "kernels"})
       if (run.result.contains(key)) ev[key] = run.result.at(key);
-    if (run.result.contains("suite")) {
-      const nlohmann::json& s = run.result.at("suite");
-      ev["suite"] = {{"pass", s.value("pass", false)},
-                     {"passed", s.value("passed", 0)},
-                     {"failed", s.value("failed", 0)},
-                     {"first_failure", s.value("first_failure", nlohmann::json())}};
-    }
+    if (run.result.contains("suite"))
+      ev["suite"] = evidence::suite_summary_json(run.result["suite"]);
   }
   g.evidence = std::move(ev);
   return g;
@@ -157,6 +153,7 @@ std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 
 #include "evaluator/ncu.h"
 #include "evaluator/perf_gates.h"
@@ -215,6 +212,7 @@ GpuRunResult benchmark_run(const op::Operator& op, const BuiltCandidate& built,
   GpuRunRequest req = candidate_request(op, built, "benchmark");
   perf::BenchProtocol protocol;
   protocol.time_cap_s = o.bench_time_cap_s;
+  protocol.stop_rule = o.bench_stop_rule;
   protocol.max_rounds = 200;
   req.options["benchmark"] =
       perf::bench_request(op.declaration(), op.benchmark_shapes(), protocol, "bench_raw.json");
@@ -228,8 +226,21 @@ GpuRunResult benchmark_run(const op::Operator& op, const BuiltCandidate& built,
   GpuRunOptions ro = o.runner;
   ro.deadline = o.bench_deadline;
   ro.work_dir = dir.path;
+  ro.work = DeviceWork::kTimed; // alone on its device
+  const std::string protocol_sha256 = store::sha256_hex(req.options.dump());
+  if (o.copy_ceiling) {
+    std::lock_guard<std::mutex> lock(o.copy_ceiling->mu);
+    if (o.copy_ceiling->measured.is_object())
+      req.options["copy_ceiling_given"] = o.copy_ceiling->measured;
+  }
   GpuRunResult run = run_gpu_worker(req, ro);
-  run.result["protocol_sha256"] = store::sha256_hex(req.options.dump());
+  run.result["protocol_sha256"] = protocol_sha256;
+  if (o.copy_ceiling && run.status == GateStatus::kPass && run.result.is_object() &&
+      run.result.contains("benchmark") && !req.options.contains("copy_ceiling_given")) {
+    std::lock_guard<std::mutex> lock(o.copy_ceiling->mu);
+    const auto& c = run.result["benchmark"].value("copy_ceiling", nlohmann::json());
+    if (!o.copy_ceiling->measured.is_object() && c.is_object()) o.copy_ceiling->measured = c;
+  }
   run.result["baseline_label"] =
       o.baseline_cubin.empty()
           ? "trusted reference kernel (fp32 accumulation, one final cast)"
@@ -261,26 +272,35 @@ GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
   config.work_dir = dir.path.string();
   config.worker_result_path = (dir.path / "result.json").string();
   config.deadline_per_tool = o.sanitizer_deadline;
+  config.fail_fast = o.sanitizer_fail_fast;
+  config.concurrent = o.sanitizer_concurrent;
+  config.request_files = {"kernel.cubin", "kernel.cu", "request.json"};
   config.env = {{"PATH", "/usr/local/cuda/bin:/usr/bin:/bin"},
                 {"HOME", dir.path.string()},
                 {"TMPDIR", dir.path.string()}};
   // No network for the sanitized worker either: unshare -n wraps compute-sanitizer.
   const bool isolate = o.runner.isolate_network && network_isolation_available();
-  const fs::path result_path = dir.path / "result.json";
-  auto runner = [isolate, calls, result_path](const std::vector<std::string>& argv,
-                                              const SubprocessOptions& so) {
+  std::mutex calls_mu; // the concurrent tools (config.concurrent) run the runner from threads
+  auto runner = [isolate, calls, &calls_mu, &o](const std::vector<std::string>& argv,
+                                                const SubprocessOptions& so) {
     std::vector<std::string> full;
     if (isolate) full = {"/usr/bin/unshare", "-n"};
     full.insert(full.end(), argv.begin(), argv.end());
-    ToolCall call = run_subprocess(full, so);
+    ToolCall call = run_on_device(full, so, o.runner, DeviceWork::kShared, [&argv] {
+      std::error_code ec; // the worker's request folder is the last argument
+      for (const char* name : {"result.json", "progress.json"})
+        fs::remove(fs::path(argv.back()) / name, ec);
+    });
     // argv: sanitizer --tool T ... worker dir, or sanitizer --version
     const bool tool_run = argv.size() > 2 && argv[1] == "--tool";
-    call.detail = {{"tool", "compute-sanitizer"}, {"mode", tool_run ? "sanitize" : "version"}};
-    if (tool_run) {
+    call.detail.update(
+        {{"tool", "compute-sanitizer"}, {"mode", tool_run ? "sanitize" : "version"}});
+    if (tool_run) { // the worker's request folder is the last argument
       call.detail["sanitizer_tool"] = argv[2];
-      call.detail["device_memory"] =
-          device_memory_of(nlohmann::json::parse(read_text(result_path), nullptr, false));
+      call.detail["device_memory"] = device_memory_of(
+          nlohmann::json::parse(read_text(fs::path(argv.back()) / "result.json"), nullptr, false));
     }
+    std::lock_guard<std::mutex> lock(calls_mu);
     if (calls) calls->push_back(call);
     return call;
   };
@@ -290,37 +310,37 @@ GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
 }
 
 nlohmann::json stalls_from_pcsample(const nlohmann::json& pc) {
+  if (!pc.is_object())
+    return evidence::StallEvidence{"infra_error",
+                                   "the worker's pcsample result is not a JSON object"}
+        .to_json();
   // Read field by field with type checks (store/text_view.h): a worker result of another shape
   // gives zeros and empty lists, never a type_error out of the benchmark gate.
-  const auto member = [&](const char* key, nlohmann::json fallback) {
-    const auto it = pc.is_object() ? pc.find(key) : pc.end();
-    return pc.is_object() && it != pc.end() && it->type() == fallback.type() ? *it : fallback;
+  auto count = [](const nlohmann::json& j, const char* key) -> std::int64_t {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
   };
-  const auto count = [](const nlohmann::json& j, const char* key) {
-    const double v = store::number_at(j, key);
-    return v >= 0 && v < 9.2e18 ? static_cast<long long>(v) : 0LL;
-  };
-  nlohmann::json out = {
-      {"histogram", member("stall_reasons", nlohmann::json::object())},
-      {"top_lines", nlohmann::json::array()},
-      {"sampling_period", count(pc, "sampling_period")},
-      {"total_samples", count(pc, "total_samples")},
-      {"dropped_samples", count(pc, "dropped_samples")},
-      {"status", pc.is_object() ? store::string_at(pc, "status", "not_run") : "infra_error"},
-      {"reason", pc.is_object() ? store::string_at(pc, "reason")
-                                : "the worker's pcsample result is not a JSON object"}};
-  for (const auto& t : member("top_pcs", nlohmann::json::array())) {
-    std::string reason;
-    long long best = -1;
-    const nlohmann::json stalls = t.is_object() ? t.value("stalls", nlohmann::json()) : nullptr;
-    if (stalls.is_object())
-      for (const auto& [name, n] : stalls.items())
-        if (const long long v = count(stalls, name.c_str()); n.is_number() && v > best)
-          best = v, reason = name;
-    out["top_lines"].push_back(
-        {{"line", count(t, "line")}, {"reason", reason}, {"samples", count(t, "samples")}});
+  evidence::StallEvidence out;
+  out.status = store::string_at(pc, "status", "not_run");
+  out.reason = store::string_at(pc, "reason");
+  out.sampling_period = count(pc, "sampling_period");
+  out.total_samples = count(pc, "total_samples");
+  out.dropped_samples = count(pc, "dropped_samples");
+  if (const auto h = pc.find("stall_reasons"); h != pc.end() && h->is_object())
+    for (const auto& [name, n] : h->items())
+      if (n.is_number_integer()) out.histogram[name] = n.get<std::int64_t>();
+  const auto top = pc.find("top_pcs");
+  for (const auto& t : top != pc.end() && top->is_array() ? *top : nlohmann::json::array()) {
+    if (!t.is_object()) continue;
+    evidence::StallLine line{count(t, "line"), "", count(t, "samples")};
+    std::int64_t best = -1;
+    if (const auto st = t.find("stalls"); st != t.end() && st->is_object())
+      for (const auto& [name, n] : st->items())
+        if (n.is_number_integer() && n.get<std::int64_t>() > best)
+          best = n.get<std::int64_t>(), line.reason = name;
+    out.top_lines.push_back(std::move(line));
   }
-  return out;
+  return out.to_json();
 }
 
 std::vector<GateResult> GpuWorkerGates::run_perf_gates(const BuiltCandidate& built) {
@@ -362,13 +382,23 @@ std::vector<GateResult> GpuWorkerGates::run_perf_gates(const BuiltCandidate& bui
     const GpuRunRequest req = candidate_request(op, built, "pcsample");
     GpuRunOptions ro = options_.runner;
     ro.deadline = std::chrono::milliseconds(60000);
+    ro.work = DeviceWork::kTimed;
     const GpuRunResult pc = run_gpu_worker(req, ro);
     if (!pc.call.argv.empty()) calls_.push_back(pc.call);
     bg.evidence["stalls"] = pc.result.is_object() && pc.result.contains("pcsample")
                                 ? stalls_from_pcsample(pc.result["pcsample"])
                                 : nlohmann::json{{"status", "not_run"}, {"reason", pc.reason}};
   }
-  if (options_.measured_dram && bg.status == GateStatus::kPass) attach_measured_dram(built, rg);
+  if (!options_.pc_sampling && !options_.profile_skip_reason.empty() &&
+      bg.status == GateStatus::kPass)
+    bg.evidence["stalls"] = {{"status", "not_run"}, {"reason", options_.profile_skip_reason}};
+  if (options_.measured_dram && bg.status == GateStatus::kPass)
+    attach_measured_dram(built, rg);
+  else if (!options_.ncu_skip_reason.empty() && bg.status == GateStatus::kPass) {
+    rg.evidence["measured_dram"] = {{"status", "not_run"},
+                                    {"reason", options_.ncu_skip_reason},
+                                    {"shape", measured_dram_shape(op).to_json(op.declaration())}};
+  }
   out.push_back(bg);
   out.push_back(rg);
   return out;
@@ -420,7 +450,11 @@ void GpuWorkerGates::attach_measured_dram(const BuiltCandidate& built, GateResul
     config.deadline = options_.ncu_deadline;
     // No `unshare -n` here: ncu talks to its injected target over a loopback TCP port, which a
     // fresh network namespace does not have up. The worker is ours; the candidate is a cubin.
-    ev = ncu::run_measured_dram(config, run_subprocess, &calls_);
+    const auto on_device = [this](const std::vector<std::string>& argv,
+                                  const SubprocessOptions& so) {
+      return run_on_device(argv, so, options_.runner, DeviceWork::kTimed);
+    };
+    ev = ncu::run_measured_dram(config, on_device, &calls_);
     ev["network_isolated"] = false;
   } catch (const InfraError& e) {
     ev = {{"status", "failed"}, {"reason", e.what()}};

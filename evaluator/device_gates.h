@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -37,9 +39,25 @@ struct GpuGatesOptions {
   std::string baseline_cubin, baseline_source, baseline_manifest;
   // Per shape and cache state: stop at a 1% relative half-width of the median or this cap.
   double bench_time_cap_s = 0.25;
+  std::string bench_stop_rule = "noise"; // perf::BenchProtocol::stop_rule ("noise", "decision")
+  // The copy ceiling once per session and device (issue 26): the first benchmark batch's
+  // measurement is kept here and passed to the later batches (worker option copy_ceiling_given)
+  // instead of timing 1 GiB copies again. Shared by the gates of one device; null: every batch
+  // measures its own.
+  struct CopyCeiling {
+    std::mutex mu;
+    nlohmann::json measured; // the worker's "copy_ceiling" object; null until measured
+  };
+  std::shared_ptr<CopyCeiling> copy_ceiling;
   std::chrono::milliseconds bench_deadline{240000};     // watchdog of the benchmark batch
   std::chrono::milliseconds sanitizer_deadline{120000}; // per compute-sanitizer tool
+  // sanitizer::GateConfig's fail_fast and concurrent (issue 26, evaluator/throughput.h).
+  bool sanitizer_fail_fast = false, sanitizer_concurrent = false;
   bool pc_sampling = true; // CUPTI stall sampling (feedback data, not a gate)
+  // When pc_sampling / measured_dram are off and this is set, a passing benchmark gate's
+  // evidence "stalls" (resp. the roofline gate's "measured_dram") says {"status": "not_run",
+  // "reason": ...} (issue 26: profiling only where feedback needs it).
+  std::string profile_skip_reason, ncu_skip_reason;
   // Optional measured DRAM traffic (evaluator/ncu.h): one `bench` batch under ncu after a
   // passing benchmark, on the representative streaming shape; evidence only, never decides.
   bool measured_dram = true;

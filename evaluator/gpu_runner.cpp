@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "evaluator/correctness.h"
 #include "evaluator/subprocess.h"
 
 namespace kloop::evaluator {
@@ -57,10 +58,22 @@ fs::path fresh_dir() {
   return dir;
 }
 
+// `j[key]` when j is an object and that member a string, else `fallback`: a result.json of the
+// wrong types (one the worker never writes) names no reason, never throws.
+std::string string_member(const nlohmann::json& j, const char* key, const std::string& fallback) {
+  if (!j.is_object()) return fallback;
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 std::string case_label(const nlohmann::json& progress) {
   if (!progress.is_object()) return "before the first case";
-  return fmt::format("case {} ({})", progress.value("index", -1),
-                     progress.value("name", std::string("?")));
+  // Read with type checks: a progress file of another shape names no case, never throws.
+  const auto index = progress.find("index");
+  return fmt::format("case {} ({})",
+                     index != progress.end() && index->is_number_integer() ? index->get<long long>()
+                                                                           : -1LL,
+                     string_member(progress, "name", "?"));
 }
 
 // Environment the worker may see: nothing of kloop's (no API keys, no store paths).
@@ -107,6 +120,38 @@ ToolCall worker_tool_call(ToolCall call, const std::string& mode, const GpuRunRe
   return call;
 }
 
+void note_device(ToolCall& call, const GpuRunOptions& device, DeviceWork work, double wait_ms) {
+  if (!call.detail.is_object()) call.detail = nlohmann::json::object();
+  call.detail["device"] = device.device;
+  call.detail["device_work"] = device_work_name(work);
+  call.detail["device_wait_ms"] = wait_ms;
+}
+
+ToolCall run_on_device(const std::vector<std::string>& argv, SubprocessOptions options,
+                       const GpuRunOptions& device, DeviceWork work,
+                       const std::function<void()>& before_retry) {
+  if (!device.device.empty()) options.env["CUDA_VISIBLE_DEVICES"] = device.device;
+  ToolCall call;
+  double wait_ms = 0;
+  {
+    const DeviceHold hold(device.access, work);
+    call = run_subprocess(argv, options);
+    wait_ms = hold.wait_ms();
+  }
+  if (!call.timed_out || work != DeviceWork::kShared || device.access == nullptr) {
+    note_device(call, device, work, wait_ms);
+    return call;
+  }
+  const double first_wall_ms = call.wall_ms;
+  if (before_retry) before_retry();
+  const DeviceHold alone(device.access, DeviceWork::kTimed);
+  call = run_subprocess(argv, options);
+  note_device(call, device, DeviceWork::kTimed, wait_ms + alone.wait_ms());
+  call.detail["retried_alone"] = true;
+  call.detail["shared_attempt_wall_ms"] = first_wall_ms;
+  return call;
+}
+
 bool network_isolation_available() {
   static std::once_flag once;
   static bool available = false;
@@ -131,8 +176,7 @@ GpuRunResult classify_gpu_run(int exit_code, int term_signal, bool timed_out,
   r.timed_out = timed_out;
   r.result = result;
   r.progress = progress;
-  const std::string worker_reason =
-      result.is_object() ? result.value("reason", std::string()) : std::string();
+  const std::string worker_reason = string_member(result, "reason", "");
   if (timed_out) {
     r.status = GateStatus::kTimeout;
     r.fault_class = "timeout";
@@ -152,8 +196,7 @@ GpuRunResult classify_gpu_run(int exit_code, int term_signal, bool timed_out,
     r.status = GateStatus::kCrashed;
     const nlohmann::json fault =
         result.is_object() ? result.value("fault", nlohmann::json()) : nlohmann::json();
-    r.fault_class = fault.is_object() ? fault.value("class", std::string("cuda_fault"))
-                                      : std::string("cuda_fault");
+    r.fault_class = string_member(fault, "class", "cuda_fault");
     r.reason = !worker_reason.empty() ? worker_reason
                                       : fmt::format("crashed: sticky CUDA fault ({}) during {}",
                                                     r.fault_class, case_label(progress));
@@ -165,7 +208,7 @@ GpuRunResult classify_gpu_run(int exit_code, int term_signal, bool timed_out,
     return r;
   }
   if (exit_code == kGpuWorkerOk && result.is_object()) {
-    const std::string status = result.value("status", std::string("infra_error"));
+    const std::string status = string_member(result, "status", "infra_error");
     try {
       r.status = parse_gate_status(status);
     } catch (const std::invalid_argument&) {
@@ -178,6 +221,19 @@ GpuRunResult classify_gpu_run(int exit_code, int term_signal, bool timed_out,
   r.reason = fmt::format("infra_error: the GPU worker exited with code {}{}{}", exit_code,
                          worker_reason.empty() ? "" : ": ", worker_reason);
   if (!result.is_object()) r.reason += " and wrote no result.json";
+  return r;
+}
+
+nlohmann::json correctness_batch_result(const SuiteResult& suite, nlohmann::json extra) {
+  nlohmann::json r = extra.is_object() ? std::move(extra) : nlohmann::json::object();
+  r["suite"] = suite.to_json();
+  r["status"] = suite.pass ? "pass" : "fail";
+  std::string reason;
+  if (suite.first_failure && *suite.first_failure < suite.cases.size()) {
+    const CaseResult& f = suite.cases[*suite.first_failure];
+    reason = fmt::format("case {} failed: {}", f.case_name, f.reason);
+  }
+  r["reason"] = reason;
   return r;
 }
 
@@ -239,7 +295,11 @@ GpuRunResult run_gpu_worker(const GpuRunRequest& request, const GpuRunOptions& o
   so.output_cap = 1 << 16;
   ToolCall call;
   try {
-    call = run_subprocess(argv, so);
+    call = run_on_device(argv, so, options, options.work, [&dir] {
+      std::error_code ec; // the first attempt's files must not stand for the retry's
+      fs::remove(dir / "result.json", ec);
+      fs::remove(dir / "progress.json", ec);
+    });
   } catch (const InfraError& e) {
     GpuRunResult r;
     r.status = GateStatus::kInfraError;
@@ -254,7 +314,13 @@ GpuRunResult run_gpu_worker(const GpuRunRequest& request, const GpuRunOptions& o
   r.device_memory = device_memory_of(r.result);
   const std::string& err = call.stderr_text;
   r.stderr_tail = err.size() > 4000 ? err.substr(err.size() - 4000) : err;
+  const nlohmann::json device_keys = call.detail; // run_on_device's keys, kept
   r.call = worker_tool_call(std::move(call), request.mode, r);
+  r.call.detail.update(device_keys);
+  if (request.cases.is_object() && request.cases.contains("suite"))
+    r.call.detail["suite"] = request.cases["suite"];
+  if (r.result.is_object() && r.result.contains("timings") && r.result["timings"].is_object())
+    r.call.detail["worker_timings"] = r.result["timings"];
   return r;
 }
 

@@ -23,21 +23,27 @@
 //                  "device": {...}, "path_counts": {...}, "suite": {...}, "fault": {...}|null,
 //                  "device_memory": {"peak_allocated_bytes", "allocations", "total_bytes",
 //                  "used_before_bytes", "used_after_bytes", "min_free_bytes", "peak_used_bytes"}
-//                  (every mode; evaluator/gpu_worker/cuda_rt.h), ...}
+//                  (every mode; evaluator/gpu_worker/cuda_rt.h), "timings": {"context_ms",
+//                  "load_ms", benchmark mode: "bench_setup_ms", "copy_ceiling_ms", "bench_states":
+//                  [{"shape_class","state","ms","rounds","stop"}]} (evaluator/phases.h), ...}
 #pragma once
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "evaluator/device_access.h"
 #include "evaluator/gate.h"
 #include "evaluator/subprocess.h"
 
 namespace kloop::evaluator {
+
+struct SuiteResult; // evaluator/correctness.h
 
 // Documented exit codes of kloop-gpu-worker.
 enum GpuWorkerExit : int {
@@ -55,6 +61,12 @@ struct GpuRunOptions {
   bool isolate_network = true; // prefix `unshare -n` when it works here
   std::filesystem::path work_dir; // request folder; empty: a fresh folder under the temp dir
   bool keep_work_dir = false;     // keep a temp folder for inspection
+  // The device the process runs on (issue 26, multi-device scheduler): `device` is the
+  // CUDA_VISIBLE_DEVICES value its environment gets ("" keeps kloop's own), `access` the device's
+  // lock (nullptr: none), held as `work` for the process's lifetime (evaluator/device_access.h).
+  std::string device;
+  DeviceAccess* access = nullptr;
+  DeviceWork work = DeviceWork::kShared;
 };
 
 struct GpuRunRequest {
@@ -97,6 +109,25 @@ ToolCall worker_tool_call(ToolCall call, const std::string& mode, const GpuRunRe
 // The "device_memory" object of a worker result.json, checked: an object whose byte counts are
 // non-negative integers. Returns null for a missing or malformed report (never throws).
 nlohmann::json device_memory_of(const nlohmann::json& worker_result);
+
+// Runs `argv` (a device process: compute-sanitizer or ncu around a worker) on the device of
+// `device`: CUDA_VISIBLE_DEVICES pinned in `options.env` when device.device is set, device.access
+// held as `work` while it runs; note_device() fills the call's detail. A shared call under a
+// device lock that passes its deadline is run once more alone on the device (held as timed work,
+// `before_retry` first, e.g. to remove the first attempt's result files) and that run decides: a
+// correct kernel slowed by the work sharing its GPU is not a timeout verdict. The detail then says
+// "retried_alone" and the first attempt's wall time. Throws what run_subprocess throws.
+ToolCall run_on_device(const std::vector<std::string>& argv, SubprocessOptions options,
+                       const GpuRunOptions& device, DeviceWork work,
+                       const std::function<void()>& before_retry = {});
+// Adds {"device", "device_work", "device_wait_ms"} to call.detail (phases_from_tool_calls reads
+// them). Call it after the detail is otherwise complete.
+void note_device(ToolCall& call, const GpuRunOptions& device, DeviceWork work, double wait_ms);
+// The result.json of a correctness batch that ran to its end (the worker exits kGpuWorkerOk):
+// `extra` (device, evidence, path_counts, ...) plus "suite" (SuiteResult::to_json), "status" "pass"
+// or "fail" and "reason" ("case NAME failed: REASON" of the first failure, "" on pass). The GPU
+// worker writes its batches with it, and so does the CPU emulation of the worker in the tests.
+nlohmann::json correctness_batch_result(const SuiteResult& suite, nlohmann::json extra);
 
 // Runs one batch in a fresh worker. Never throws for anything the candidate does; throws
 // InfraError only when the request folder cannot be written.

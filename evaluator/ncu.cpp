@@ -263,7 +263,7 @@ nlohmann::json run_measured_dram(const RunConfig& config, const ProcessRunner& r
   const std::string log = config.work_dir + "/ncu.csv";
   try {
     ToolCall version = runner({config.ncu_path, "--version"}, opts);
-    version.detail = {{"tool", "ncu"}, {"mode", "version"}};
+    version.detail.update({{"tool", "ncu"}, {"mode", "version"}}); // keeps the runner's keys
     const std::string tool_version =
         sanitizer::parse_version(version.stdout_text + version.stderr_text);
     if (calls) calls->push_back(version);
@@ -274,7 +274,7 @@ nlohmann::json run_measured_dram(const RunConfig& config, const ProcessRunner& r
     std::string text = read_text(log);
     if (text.empty()) text = call.stdout_text + call.stderr_text;
     nlohmann::json ev = evidence_from_run(call, text, tool_version, config.logical_unique_bytes);
-    call.detail = {{"tool", "ncu"}, {"mode", "bench"}, {"status", ev["status"]}};
+    call.detail.update({{"tool", "ncu"}, {"mode", "bench"}, {"status", ev["status"]}});
     if (!config.worker_result_path.empty()) {
       const nlohmann::json result =
           nlohmann::json::parse(read_text(config.worker_result_path), nullptr, false);

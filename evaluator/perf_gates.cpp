@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -25,6 +26,35 @@ const json& need(const json& j, const char* key, const std::string& where) {
   return j.at(key);
 }
 
+// need() of an integer >= `min` (a shape's rows and h, the copy ceiling's bytes), or InfraError
+// naming the key: a worker result kloop cannot have written, never a json exception.
+std::int64_t need_int(const json& j, const char* key, const std::string& where, std::int64_t min) {
+  const json& v = need(j, key, where);
+  if (!v.is_number_integer() || v.get<std::int64_t>() < min)
+    throw InfraError(fmt::format("benchmark result: {}.{} is {}, not an integer >= {}; the GPU "
+                                 "worker and kloop disagree on the result format, rebuild both",
+                                 where, key, v.dump(-1, ' ', false, json::error_handler_t::replace),
+                                 min));
+  return v.get<std::int64_t>();
+}
+
+// need() of a number > 0 (the copy ceiling's time in ms), or InfraError naming the key.
+double need_positive(const json& j, const char* key, const std::string& where) {
+  const json& v = need(j, key, where);
+  if (!v.is_number() || !(v.get<double>() > 0))
+    throw InfraError(fmt::format("benchmark result: {}.{} is {}, not a positive number", where, key,
+                                 v.dump(-1, ' ', false, json::error_handler_t::replace)));
+  return v.get<double>();
+}
+
+// j[key] when j is an object and that member an integer, else `fallback`. Not json::value(): a
+// floating value of 1e41 read as an integer is undefined behaviour (UBSan), not an exception.
+long long int_member(const json& j, const char* key, long long fallback) {
+  if (!j.is_object()) return fallback;
+  const auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<long long>() : fallback;
+}
+
 std::vector<double> samples(const json& state, const char* key, const std::string& where) {
   const json& s = need(need(state, "samples", where), key, where + ".samples");
   if (!s.is_array())
@@ -38,17 +68,25 @@ bool has_samples(const json& state, const char* key) {
          state["samples"][key].is_array() && !state["samples"][key].empty();
 }
 
-// "65536x4096 bfloat16": rows, then the variable axes in declaration order.
+// The JSON key of axis `a` in a benchmark shape: its name in lower case ("h").
+std::string axis_key(const op::Axis& a) {
+  std::string key = a.name;
+  for (char& c : key)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return key;
+}
+
+// "65536x4096 bfloat16": rows, then the variable axes in declaration order (0 for a member that is
+// not an integer: this names the shape in messages, parse_shape checks it).
 std::string shape_name(const op::Declaration& decl, const json& shape) {
-  std::string dims = std::to_string(shape.value("rows", 0LL));
-  for (const op::Axis& a : decl.axes) {
-    if (!a.variable) continue;
-    std::string key = a.name;
-    for (char& c : key)
-      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    dims += "x" + std::to_string(shape.value(key, 0LL));
-  }
-  return fmt::format("{} {}", dims, shape.value("dtype", std::string("?")));
+  std::string dims = std::to_string(int_member(shape, "rows", 0));
+  for (const op::Axis& a : decl.axes)
+    if (a.variable) dims += "x" + std::to_string(int_member(shape, axis_key(a).c_str(), 0));
+  const auto dtype = shape.is_object() ? shape.find("dtype") : shape.end();
+  return fmt::format("{} {}", dims,
+                     shape.is_object() && dtype != shape.end() && dtype->is_string()
+                         ? dtype->get<std::string>()
+                         : std::string("?"));
 }
 
 // The shape's rows, axes and dtype (op::BenchShape::from_json), InfraError naming what is missing.
@@ -59,6 +97,16 @@ op::BenchShape parse_shape(const op::Declaration& decl, const json& shape,
   } catch (const std::invalid_argument& e) {
     throw InfraError("benchmark result: " + where + ": " + e.what());
   }
+}
+
+// parse_shape() of a shape the roofline arithmetic can use: rows and every variable axis an
+// integer >= 1 (need_int), else InfraError naming the key.
+op::BenchShape need_shape(const op::Declaration& decl, const json& shape,
+                          const std::string& where) {
+  need_int(shape, "rows", where, 1);
+  for (const op::Axis& a : decl.axes)
+    if (a.variable) need_int(shape, axis_key(a).c_str(), where, 1);
+  return parse_shape(decl, shape, where);
 }
 
 // The shape's JSON keys (rows, axes, dtype) with the shape class, for the gates' evidence.
@@ -74,7 +122,7 @@ json state_summary(const json& state, const std::string& where, bench::SpeedDeci
   const auto cand = samples(state, "candidate_kernel", where);
   const auto base = samples(state, "baseline_kernel", where);
   json out{{"state", state.value("state", std::string("?"))},
-           {"rounds", state.value("rounds", 0)},
+           {"rounds", int_member(state, "rounds", 0)},
            {"stop", state.value("stop", std::string("?"))},
            {"candidate_kernel_median_ms", bench::median(cand)},
            {"baseline_kernel_median_ms", bench::median(base)},
@@ -119,15 +167,17 @@ json state_summary(const json& state, const std::string& where, bench::SpeedDeci
 } // namespace
 
 json BenchProtocol::to_json() const {
-  return {{"target_rel_half_width", target_rel_half_width},
-          {"min_rounds", min_rounds},
-          {"max_rounds", max_rounds},
-          {"time_cap_s", time_cap_s},
-          {"output_checks", output_checks},
-          {"telemetry_every_rounds", telemetry_every_rounds},
-          {"seed", seed},
-          {"warm", warm},
-          {"cold", cold}};
+  json out = {{"target_rel_half_width", target_rel_half_width},
+              {"min_rounds", min_rounds},
+              {"max_rounds", max_rounds},
+              {"time_cap_s", time_cap_s},
+              {"output_checks", output_checks},
+              {"telemetry_every_rounds", telemetry_every_rounds},
+              {"seed", seed},
+              {"warm", warm},
+              {"cold", cold}};
+  if (stop_rule != "noise") out["stop_rule"] = stop_rule;
+  return out;
 }
 
 json bench_request(const op::Declaration& decl, const std::vector<op::BenchShape>& shapes,
@@ -141,7 +191,26 @@ json bench_request(const op::Declaration& decl, const std::vector<op::BenchShape
           {"raw_samples_path", raw_samples_path}};
 }
 
-GateResult benchmark_gate(const op::Declaration& decl, const json& r) {
+namespace {
+
+// A worker result of the wrong JSON types (a string where a count belongs, an array for a state)
+// or of figures the roofline arithmetic refuses is one the worker never writes: an InfraError
+// naming what was refused.
+template <class Gate> GateResult malformed_is_infra(const char* gate, Gate&& read) {
+  try {
+    return read();
+  } catch (const json::exception& e) {
+    throw InfraError(fmt::format("benchmark result: malformed for the {} gate ({}); the GPU "
+                                 "worker and kloop disagree on the result format, rebuild both",
+                                 gate, e.what()));
+  } catch (const std::invalid_argument& e) { // the roofline arithmetic refused a worker figure
+    throw InfraError(fmt::format("benchmark result: out of range for the {} gate ({}); the GPU "
+                                 "worker and kloop disagree on the result format, rebuild both",
+                                 gate, e.what()));
+  }
+}
+
+GateResult read_benchmark_gate(const op::Declaration& decl, const json& r) {
   GateResult g;
   g.name = std::string(kGateBenchmark);
   json shapes_out = json::array();
@@ -161,11 +230,11 @@ GateResult benchmark_gate(const op::Declaration& decl, const json& r) {
         if (!c.value("pass", false) && first_failure.empty()) {
           first_failure =
               fmt::format("{}: timed output of round {} differs from the reference: {}", swhere,
-                          c.value("round", -1), c.value("detail", std::string("no detail")));
+                          int_member(c, "round", -1), c.value("detail", std::string("no detail")));
           // The worker poisons the checked buffers before the round (0xFF bytes): words still
           // holding it were never written by the candidate's timed launches.
-          const auto left = c.value("poison_words_left", std::uint64_t{0});
-          const auto words = c.value("words", std::uint64_t{0});
+          const auto left = static_cast<std::uint64_t>(int_member(c, "poison_words_left", 0));
+          const auto words = static_cast<std::uint64_t>(int_member(c, "words", 0));
           if (left > 0 && words > 0)
             first_failure += fmt::format(
                 "; {} of {} 4-byte words of the output still hold the poison written before the "
@@ -178,8 +247,8 @@ GateResult benchmark_gate(const op::Declaration& decl, const json& r) {
       try {
         json s = state_summary(state, swhere, &d, &ratio);
         s["output_checks"] = state.value("output_checks", json::array());
-        s["input_sets"] = state.value("input_sets", 1);
-        s["blocker_timeouts"] = state.value("blocker_timeouts", 0);
+        s["input_sets"] = int_member(state, "input_sets", 1);
+        s["blocker_timeouts"] = int_member(state, "blocker_timeouts", 0);
         throttled += s["throttled_batches"].get<int>();
         states.push_back(std::move(s));
       } catch (const std::invalid_argument& e) {
@@ -243,21 +312,20 @@ GateResult benchmark_gate(const op::Declaration& decl, const json& r) {
   return g;
 }
 
-GateResult roofline_gate(const op::Declaration& decl, const json& r, double margin) {
+GateResult read_roofline_gate(const op::Declaration& decl, const json& r, double margin) {
   GateResult g;
   g.name = std::string(kGateRoofline);
   const json& ceiling = need(r, "copy_ceiling", "benchmark");
-  const double ceiling_tbps =
-      roofline::copy_ceiling_tbps(need(ceiling, "bytes", "copy_ceiling").get<std::int64_t>(),
-                                  need(ceiling, "time_ms", "copy_ceiling").get<double>());
-  const std::int64_t l2 =
-      need(need(r, "device", "benchmark"), "l2_bytes", "device").get<std::int64_t>();
+  const double ceiling_tbps = roofline::copy_ceiling_tbps(
+      need_int(ceiling, "bytes", "copy_ceiling", roofline::kMinCopyBytes),
+      need_positive(ceiling, "time_ms", "copy_ceiling"));
+  const std::int64_t l2 = need_int(need(r, "device", "benchmark"), "l2_bytes", "device", 0);
   std::map<std::string, std::vector<double>> by_class;
   json shapes_out = json::array();
   std::string first_failure;
   for (const auto& shape : need(r, "shapes", "benchmark")) {
     const std::string where = shape_name(decl, shape);
-    const op::BenchShape bs = parse_shape(decl, shape, where);
+    const op::BenchShape bs = need_shape(decl, shape, where);
     const auto bytes = roofline::logical_bytes(decl, bs);
     const std::string cls(roofline::shape_class(decl, bs));
     json states = json::array();
@@ -321,6 +389,16 @@ GateResult roofline_gate(const op::Declaration& decl, const json& r, double marg
     g.status = GateStatus::kPass;
   }
   return g;
+}
+
+} // namespace
+
+GateResult benchmark_gate(const op::Declaration& decl, const json& r) {
+  return malformed_is_infra("benchmark", [&] { return read_benchmark_gate(decl, r); });
+}
+
+GateResult roofline_gate(const op::Declaration& decl, const json& r, double margin) {
+  return malformed_is_infra("roofline", [&] { return read_roofline_gate(decl, r, margin); });
 }
 
 std::vector<GateResult> not_run(const std::string& reason) {

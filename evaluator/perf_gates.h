@@ -35,6 +35,11 @@ struct BenchProtocol {
   std::uint64_t seed = 1;         // input values and the choice of checked iterations
   bool warm = true;
   bool cold = true;
+  // "noise" (both medians known to target_rel_half_width, or a cap), or "decision": also stop a
+  // state, after whole cycles of at least two cycles' rounds, once bench::decision_settled says
+  // its speed decision is settled (issue 26; evaluator/throughput.h bench_stop). to_json names it
+  // only when it is not "noise", so the noise protocol hashes as before.
+  std::string stop_rule = "noise";
   nlohmann::json to_json() const;
 };
 
@@ -46,11 +51,13 @@ nlohmann::json bench_request(const op::Declaration& decl, const std::vector<op::
                              const BenchProtocol& protocol, const std::string& raw_samples_path);
 
 // Benchmark gate from the worker result's "benchmark" member (layout in h7-api.md). A missing or
-// malformed member is an InfraError naming the key (the worker is ours).
+// malformed member (a missing key, a wrong JSON type, a shape of no rows) is an InfraError naming
+// it (the worker is ours), never another exception.
 GateResult benchmark_gate(const op::Declaration& decl, const nlohmann::json& bench_result);
 
 // Roofline gate from the same member: needs "copy_ceiling" and the cold (else warm) candidate
-// kernel samples of each shape. `margin`: declared plausibility margin (roofline.h).
+// kernel samples of each shape. `margin`: declared plausibility margin (roofline.h). Malformed
+// input: InfraError, as for benchmark_gate.
 GateResult roofline_gate(const op::Declaration& decl, const nlohmann::json& bench_result,
                          double margin = 0.05);
 

@@ -3,8 +3,12 @@
 
 #include <unistd.h>
 
+#include <exception>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -215,6 +219,67 @@ GateResult gate_from_runs(const std::vector<ToolRun>& runs, const std::string& t
   return g;
 }
 
+namespace {
+
+// One tool run in folder `dir` (the config's work_dir or a copy of it): its log, the worker's
+// result, the judged run.
+struct DirRun {
+  ToolRun run;
+  nlohmann::json worker_result;
+};
+
+DirRun run_tool(const GateConfig& config, const ProcessRunner& runner, std::string_view tool,
+                const std::string& dir, const SubprocessOptions& opts) {
+  std::vector<std::string> worker_argv = config.worker_argv;
+  std::string result_path = config.worker_result_path;
+  if (dir != config.work_dir) {
+    for (auto& a : worker_argv)
+      if (a == config.work_dir) a = dir;
+    if (result_path.rfind(config.work_dir, 0) == 0)
+      result_path = dir + result_path.substr(config.work_dir.size());
+  }
+  const std::string log = dir + "/sanitizer-" + std::string(tool) + ".log";
+  ::unlink(log.c_str());
+  ::unlink(result_path.c_str());
+  SubprocessOptions o = opts;
+  o.cwd = dir;
+  const ToolCall call = runner(tool_command(config.sanitizer_path, tool, log, worker_argv), o);
+  std::string text = read_text(log);
+  if (text.empty()) text = call.stdout_text + call.stderr_text;
+  nlohmann::json result = nlohmann::json::parse(read_text(result_path), nullptr, false);
+  if (result.is_discarded()) result = nullptr;
+  DirRun out;
+  out.run = judge_tool_run(tool, call, std::move(text), result);
+  out.worker_result = std::move(result);
+  return out;
+}
+
+// A copy of the request files in work_dir/<tool> for a concurrent run; "" when it cannot be made
+// (the tool then runs in work_dir after the others).
+std::string tool_folder(const GateConfig& config, std::string_view tool) {
+  const std::string dir = config.work_dir + "/" + std::string(tool);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return "";
+  for (const auto& name : config.request_files) {
+    std::filesystem::copy_file(config.work_dir + "/" + name, dir + "/" + name,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) return "";
+  }
+  return dir;
+}
+
+ToolRun not_run_after_hazards(std::string_view tool, const ToolRun& decisive) {
+  ToolRun r;
+  r.tool = std::string(tool);
+  r.outcome = ToolOutcome::kNotRun;
+  r.reason = fmt::format("{}: not run: {} already reported hazards, which decide the gate", tool,
+                         decisive.tool);
+  return r;
+}
+
+} // namespace
+
 GateResult run_gate(const GateConfig& config, const ProcessRunner& runner,
                     std::map<std::string, std::string>* reports) {
   std::vector<ToolRun> runs;
@@ -238,23 +303,59 @@ GateResult run_gate(const GateConfig& config, const ProcessRunner& runner,
   opts.deadline = std::chrono::milliseconds(30000);
   const ToolCall version = runner({config.sanitizer_path, "--version"}, opts);
   const std::string tool_version = parse_version(version.stdout_text + version.stderr_text);
-  nlohmann::json poison_result;
   opts.deadline = config.deadline_per_tool;
-  for (auto tool : kTools) {
-    const std::string log = config.work_dir + "/sanitizer-" + std::string(tool) + ".log";
-    ::unlink(log.c_str());
-    ::unlink(config.worker_result_path.c_str());
-    const ToolCall call =
-        runner(tool_command(config.sanitizer_path, tool, log, config.worker_argv), opts);
-    std::string text = read_text(log);
-    if (text.empty()) text = call.stdout_text + call.stderr_text;
-    nlohmann::json result =
-        nlohmann::json::parse(read_text(config.worker_result_path), nullptr, false);
-    if (result.is_discarded()) result = nullptr;
-    if (tool == "memcheck") poison_result = result;
-    ToolRun run = judge_tool_run(tool, call, std::move(text), result);
-    if (reports) (*reports)[std::string(tool)] = run.report_text;
-    runs.push_back(std::move(run));
+  const auto keep = [&](DirRun&& r) {
+    if (reports) (*reports)[r.run.tool] = r.run.report_text;
+    runs.push_back(std::move(r.run));
+  };
+  // memcheck first, alone: its worker result also carries the poisoning verdict.
+  DirRun memcheck = run_tool(config, runner, kTools[0], config.work_dir, opts);
+  const nlohmann::json poison_result = memcheck.worker_result;
+  keep(std::move(memcheck));
+  const std::vector<std::string_view> rest(std::begin(kTools) + 1, std::end(kTools));
+  // The first tool that reported hazards (its status and reason decide the gate), by position.
+  std::optional<std::size_t> hazards;
+  if (runs.front().outcome == ToolOutcome::kHazards) hazards = 0;
+  if (config.fail_fast && hazards) {
+    const ToolRun decisive = runs[*hazards];
+    for (auto tool : rest)
+      runs.push_back(not_run_after_hazards(tool, decisive));
+    return gate_from_runs(runs, tool_version, poison_result);
+  }
+  if (config.concurrent) {
+    std::vector<std::string> dirs;
+    for (auto tool : rest)
+      dirs.push_back(tool_folder(config, tool));
+    std::vector<std::optional<DirRun>> done(rest.size());
+    std::vector<std::exception_ptr> failures(rest.size()); // rethrown here, as the serial path
+    {
+      std::vector<std::jthread> threads;
+      for (std::size_t i = 0; i < rest.size(); ++i)
+        if (!dirs[i].empty())
+          threads.emplace_back([&, i] {
+            try {
+              done[i] = run_tool(config, runner, rest[i], dirs[i], opts);
+            } catch (...) {
+              failures[i] = std::current_exception();
+            }
+          });
+    }
+    for (const auto& f : failures)
+      if (f) std::rethrow_exception(f);
+    for (std::size_t i = 0; i < rest.size(); ++i) // a folder that could not be made: here, after
+      if (!done[i]) done[i] = run_tool(config, runner, rest[i], config.work_dir, opts);
+    for (auto& d : done)
+      keep(std::move(*d));
+    return gate_from_runs(runs, tool_version, poison_result);
+  }
+  for (auto tool : rest) {
+    if (config.fail_fast && hazards) {
+      const ToolRun decisive = runs[*hazards];
+      runs.push_back(not_run_after_hazards(tool, decisive));
+      continue;
+    }
+    keep(run_tool(config, runner, tool, config.work_dir, opts));
+    if (!hazards && runs.back().outcome == ToolOutcome::kHazards) hazards = runs.size() - 1;
   }
   return gate_from_runs(runs, tool_version, poison_result);
 }

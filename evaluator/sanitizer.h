@@ -108,12 +108,21 @@ struct GateConfig {
   std::string worker_result_path;       // the worker's result.json, re-read after each tool
   std::chrono::milliseconds deadline_per_tool{120000};
   std::map<std::string, std::string> env; // environment of the runs
+  // Issue 26 (evaluator/throughput.h). memcheck always runs first. fail_fast: after a tool that
+  // reports hazards the gate's status and reason are decided (gate_from_runs takes the first
+  // such tool), so the tools after it are not run (recorded not_run, saying why). concurrent:
+  // after memcheck, the other tools run at once, each in its own folder work_dir/<tool> holding
+  // copies of `request_files` (every element of worker_argv equal to work_dir is replaced by it,
+  // and the worker's result is read from there); the runner must then be thread-safe.
+  bool fail_fast = false;
+  bool concurrent = false;
+  std::vector<std::string> request_files; // names in work_dir: request.json, kernel.cubin, ...
 };
 using ProcessRunner =
     std::function<ToolCall(const std::vector<std::string>& argv, const SubprocessOptions& options)>;
 
-// Runs the four tools (and reads the poison result from the memcheck run's worker result) and
-// returns the gate. Evidence:
+// Runs the four tools (memcheck first; see GateConfig for fail_fast and concurrent), reads the
+// poison result from the memcheck run's worker result, and returns the gate. Evidence:
 // {"tool_version","tools":[ToolRun...],"poison":{...},"exact_alloc":true}. `reports` receives tool
 // -> raw report text for the store. Status: fail for hazards/unexplained/ poison mismatch, timeout
 // when a tool ran past its deadline, not_run when the tool is missing, infra_error for worker

@@ -8,6 +8,7 @@
 
 #include <fmt/core.h>
 
+#include "evaluator/evidence.h"
 #include "evaluator/static_inspection.h"
 #include "evaluator/subprocess.h"
 #include "kernels/rmsnorm/operator.h"
@@ -128,7 +129,7 @@ GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
   g.evidence["module_data"] = data;
   nlohmann::json list = nlohmann::json::array();
   for (const auto& f : ins.findings)
-    list.push_back({{"ptx_line", f.line}, {"kind", f.kind}, {"message", f.message}});
+    list.push_back(evidence::static_finding(f, ptx).to_json());
   g.evidence["findings"] = list;
   g.evidence["sass"] = inspect_sass(cubin, cuda_root);
   if (!ins.findings.empty()) {

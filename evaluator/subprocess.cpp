@@ -146,6 +146,7 @@ ToolCall run_subprocess(const std::vector<std::string>& argv, const SubprocessOp
   c_env.push_back(nullptr);
 
   const auto start = Clock::now();
+  call.started_ms = std::chrono::duration<double, std::milli>(start.time_since_epoch()).count();
   pid_t pid = -1;
   const int rc = ::posix_spawn(&pid, argv[0].c_str(), &actions, &attr, c_argv.data(), c_env.data());
   posix_spawn_file_actions_destroy(&actions);

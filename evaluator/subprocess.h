@@ -24,6 +24,8 @@ struct ToolCall {
   int term_signal = 0;    // signal that ended the child, 0 if it exited
   bool timed_out = false; // the deadline fired (SIGTERM, then SIGKILL after the grace period)
   double wall_ms = 0;
+  // steady_clock time of the spawn in ms (evaluator/phases.h); not in to_json
+  double started_ms = 0;
   double user_cpu_ms = 0; // rusage of the child and its reaped descendants (wait4)
   double sys_cpu_ms = 0;
   long max_rss_kib = 0;

@@ -1,5 +1,6 @@
 #include "feedback/feedback.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include <fmt/format.h>
@@ -7,6 +8,8 @@
 #include "feedback/sections.h"
 
 namespace kloop::feedback {
+
+using evaluator::GateStatus;
 
 std::string FeedbackPayload::render() const {
   std::string out;
@@ -92,21 +95,68 @@ FeedbackPayload build_feedback(const evaluator::PublicReport& report,
     p.sections.push_back(std::move(s));
   };
   add("summary", summary_section(report), b.summary);
-  if (const auto* g = report.find(evaluator::kGateBuild)) add("build", build_section(*g), b.build);
-  if (const auto* g = report.find(evaluator::kGateStatic))
+  if (const auto* g = report.find(evaluator::kGateFormat))
+    add("format", format_section(*g), b.format);
+  if (const auto* g = report.find(evaluator::kGateContract))
+    add("contract", contract_section(*g), b.contract);
+  if (const auto* g = report.find(evaluator::kGateBuild); g && g->status != GateStatus::kNotRun)
+    add("build", build_section(*g), b.build);
+  if (const auto* g = report.find(evaluator::kGateStatic); g && g->status != GateStatus::kNotRun)
     add("static", static_section(*g), b.static_inspection);
-  if (const auto* g = report.find(evaluator::kGateCorrectness))
+  if (const auto* g = report.find(evaluator::kGateCorrectness);
+      g && g->status != GateStatus::kNotRun)
     add("correctness", correctness_section(*g), b.correctness);
-  if (const auto* g = report.find(evaluator::kGateSanitizer))
+  if (const auto* g = report.find(evaluator::kGateSanitizer); g && g->status != GateStatus::kNotRun)
     add("sanitizer", sanitizer_section(*g, options.kernel_source), b.sanitizer);
-  const auto* bench = report.find(evaluator::kGateBenchmark);
-  const auto* roof = report.find(evaluator::kGateRoofline);
+  auto ran = [](const evaluator::GateResult* g) {
+    return g && g->status != GateStatus::kNotRun ? g : nullptr;
+  };
+  const auto* bench = ran(report.find(evaluator::kGateBenchmark));
+  const auto* roof = ran(report.find(evaluator::kGateRoofline));
   if (bench || roof) add("benchmark", benchmark_section(bench, roof), b.benchmark);
-  const nlohmann::json* stalls = nullptr;
-  if (const auto* g = report.find("profile")) stalls = &g->evidence;
-  if (!stalls && bench) stalls = member(bench->evidence, "stalls");
-  if (stalls) add("profile", profile_section(*stalls, options.kernel_source), b.profile);
+  if (bench) {
+    evaluator::evidence::Problems ignored; // named in the benchmark part already
+    const auto read = evaluator::evidence::BenchmarkEvidence::read(bench->evidence, ignored);
+    if (read.stalls)
+      add("profile", profile_section(*read.stalls, options.kernel_source), b.profile);
+  }
   return p;
+}
+
+FeedbackPayload build_batch_feedback(const std::vector<BatchEntry>& entries,
+                                     const FeedbackBudgets& budgets) {
+  std::vector<const BatchEntry*> used;
+  for (const auto& e : entries)
+    if (e.report) used.push_back(&e);
+  if (used.size() == 1) {
+    FeedbackOptions o;
+    o.budgets = budgets;
+    o.kernel_source = used.front()->kernel_source;
+    return build_feedback(*used.front()->report, o);
+  }
+  const std::size_t n = std::max<std::size_t>(1, used.size());
+  const auto share = [n](std::size_t b) { return std::max(kMinBatchSectionBytes, b / n); };
+  FeedbackOptions o;
+  o.budgets = {.summary = share(budgets.summary),
+               .format = share(budgets.format),
+               .contract = share(budgets.contract),
+               .build = share(budgets.build),
+               .static_inspection = share(budgets.static_inspection),
+               .correctness = share(budgets.correctness),
+               .sanitizer = share(budgets.sanitizer),
+               .benchmark = share(budgets.benchmark),
+               .profile = share(budgets.profile)};
+  FeedbackPayload out;
+  for (std::size_t k = 0; k < used.size(); ++k) {
+    o.kernel_source = used[k]->kernel_source;
+    FeedbackPayload p = build_feedback(*used[k]->report, o);
+    if (k == 0 || p.verdict == "pass") out.verdict = out.verdict == "pass" ? "pass" : p.verdict;
+    for (auto& s : p.sections) {
+      s.name = fmt::format("candidate {} of {}: {}", k + 1, used.size(), s.name);
+      out.sections.push_back(std::move(s));
+    }
+  }
+  return out;
 }
 
 } // namespace kloop::feedback

@@ -4,30 +4,18 @@
 // other type a compile error, so holdout data cannot reach a prompt through this module.
 //
 // Sections, in order, each cut to its byte budget (a cut section ends with a marker naming how
-// many bytes were dropped): summary (verdict and every gate's status and reason), build, static,
-// correctness, sanitizer, benchmark (with roofline), profile. A section is present only when its
-// gate is in the report. The payload is a pure function of its inputs (no clock, no randomness;
+// many bytes were dropped): summary (verdict and every gate's status and reason), format (a reply
+// that gave no candidate: truncated, refused, empty, ambiguous, ...), contract (manifest errors),
+// build, static, correctness, sanitizer, benchmark (with roofline), profile (CUPTI stalls). A
+// section is present only when its gate is in the report and ran (a gate that did not run appears
+// in the summary only). The payload is a pure function of its inputs (no clock, no randomness;
 // JSON objects iterate in sorted key order), so the same report always gives the same bytes.
 //
-// Gate evidence keys read (all optional; a missing or mistyped key is skipped, never an error):
-// - build (evaluator/build.cpp): "diagnostics" (reduced NVRTC log, "kernel.cu(LINE): error: ..."),
-//   "include_problems" [{"line","message"}]. Absolute paths left in any text become "<path>".
-// - static (evaluator/static_gate.cpp): "resources" {function: {"registers","spill_store_bytes",
-//   "spill_load_bytes","stack_frame_bytes","smem_bytes"}}, "findings" [{"ptx_line","kind",
-//   "message"}], "sass" {function: {"local_loads","local_stores"}}.
-// - correctness (evaluator/correctness.h SuiteResult::to_json): "passed", "failed", "cases"
-//   [{"pass","reason","case_spec":{"family","dtype","outer","h","layout","values","weight","eps"},
-//   "comparison":{"max_abs_err","max_rel_err","nonfinite_mismatches","tolerance_violations",
-//   "worst_row_ratio"}}], else "first_failure" (same case layout). Case seeds are never shown.
-// - sanitizer (evaluator/sanitizer.cpp): "tool_version", "tools" [{"tool","outcome","reason",
-//   "hazard_count","hazards":[{"kind","message","function","file","line","line2"}]}],
-//   "poison" {"status","reason"}.
-// - benchmark (evaluator/perf_gates.cpp): "summary" {"faster","slower","indistinguishable",
-//   "geomean_speedup_vs_baseline"}, "shapes" [{"rows","h","dtype","states":[{"state",
-//   "candidate_kernel_median_ms","baseline_kernel_median_ms","decision"}]}].
-// - roofline: "copy_ceiling_tbps", "by_class" {class: {"fraction_of_ceiling_median"}}.
-// - profile (gate "profile", else benchmark evidence "stalls"): {"histogram": {reason: samples},
-//   "top_lines": [{"line","reason","samples"}]} (CUPTI PC sampling; feedback only, not a gate).
+// The evidence is read through the typed schema of evaluator/evidence.h (one reader per gate,
+// shared with the producers); a part present but malformed is named at the end of its section
+// ("kloop could not read ..."), never silently dropped. Within a section the most useful facts
+// come first, so a cut keeps them: the failing case before the figures, the slower benchmark
+// states before the rest. Case seeds are never shown.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +32,8 @@ namespace kloop::feedback {
 // Byte budget of each section (the section text, marker included, never exceeds it).
 struct FeedbackBudgets {
   std::size_t summary = 2048;
+  std::size_t format = 1024;
+  std::size_t contract = 2048;
   std::size_t build = 4096;
   std::size_t static_inspection = 2048;
   std::size_t correctness = 4096;
@@ -60,8 +50,8 @@ struct FeedbackOptions {
 };
 
 struct FeedbackSection {
-  std::string name; // "summary", "build", "static", "correctness", "sanitizer", "benchmark",
-                    // "profile"
+  std::string name; // "summary", "format", "contract", "build", "static", "correctness",
+                    // "sanitizer", "benchmark", "profile"
   std::string text; // at most the section's budget in bytes
   bool truncated = false;
 };
@@ -77,6 +67,22 @@ struct FeedbackPayload {
 // Builds the payload from a public report (see the file comment).
 FeedbackPayload build_feedback(const evaluator::PublicReport& report,
                                const FeedbackOptions& options = {});
+
+// One candidate of an iteration that produced several (`--candidates-per-iteration`, issue 26):
+// its public report and its own kernel.cu (quoted as in FeedbackOptions::kernel_source).
+struct BatchEntry {
+  const evaluator::PublicReport* report = nullptr;
+  std::string kernel_source;
+};
+
+// The feedback on every candidate of one iteration, in their order: each candidate's payload
+// (build_feedback with its own source and every section budget divided by the number of
+// candidates, at least kMinBatchSectionBytes), its sections renamed "candidate K of N: NAME".
+// Verdict: "pass" when a candidate passed, else the first candidate's. One entry: the same bytes
+// as build_feedback. Entries without a report are skipped.
+inline constexpr std::size_t kMinBatchSectionBytes = 512;
+FeedbackPayload build_batch_feedback(const std::vector<BatchEntry>& entries,
+                                     const FeedbackBudgets& budgets = {});
 
 // Anything that is not a PublicReport (a holdout result above all) does not compile.
 template <class T> FeedbackPayload build_feedback(const T&, const FeedbackOptions& = {}) = delete;

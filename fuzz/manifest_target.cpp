@@ -1,9 +1,10 @@
 // Fuzz target `manifest`: a candidate's manifest.json as the contract gate reads it
 // (op::parse_manifest against weighted_rmsnorm/1's declaration, formats 1 and 2), and as the
 // RMSNorm-only readers (torch export) read it (rmsnorm::parse_manifest, through
-// kernels/json_read.h). Input: MANIFEST \0 SOURCE (the source is no longer read: entry points are
-// decided from the compiled module). Bad input is a list of field errors, never an exception; an
-// accepted manifest must print its dispatch predicate.
+// kernels/json_read.h). Input: MANIFEST \0 SOURCE (the source part, kept so the checked-in corpus
+// still reads, is unused since entry points are decided from the compiled module). Bad input is a
+// list of field errors, never an exception; an accepted manifest must print its dispatch
+// predicate.
 #include "fuzz/fuzz_target.h"
 #include "kernels/json_read.h"
 #include "kernels/manifest.h"

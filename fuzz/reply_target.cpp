@@ -26,8 +26,13 @@ KLOOP_FUZZ_TARGET(reply) {
   for (const auto& api :
        {kloop::agent::openai_parse_reply(body), kloop::agent::anthropic_parse_reply(body)}) {
     if (api.ok) reply_text(api.text);
-    if (!api.usage.invalid.empty() && api.ok) __builtin_trap(); // nonsense usage is a bad response
-    if (api.usage.input_tokens < 0 || api.usage.output_tokens < 0) __builtin_trap();
+    // Usage is reported, absent or invalid with its problem named; known counts are plausible.
+    using kloop::agent::UsageStatus;
+    if (api.usage.status == UsageStatus::kInvalid && api.usage.problem.empty()) __builtin_trap();
+    if (api.usage.known() && (api.usage.input_tokens < 0 || api.usage.output_tokens < 0 ||
+                              api.usage.input_tokens > kloop::agent::kMaxPlausibleTokens ||
+                              api.usage.output_tokens > kloop::agent::kMaxPlausibleTokens))
+      __builtin_trap();
   }
   (void)kloop::agent::openai_error_message(body);
   (void)kloop::agent::anthropic_error_message(body);

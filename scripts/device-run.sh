@@ -25,10 +25,11 @@ if [ "${1:-}" != "--remote" ]; then
   tests=$(ctest --test-dir "$build" -N -L gpu | awk '/Test +#/{print $3}')
   [ -n "$tests" ] || { echo "device-run: no gpu tests registered in $build" >&2; exit 2; }
   cmake --build "$build" -j "${JOBS:-$(nproc)}" --target kloop kloop-build-worker kloop-gpu-worker \
-    kloop_corpus_cubins $tests
+    kloop_corpus_cubins phase_breakdown $tests
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib"
-  cp "$build/bin/kloop-gpu-worker" "$build/bin/kloop" "$build/bin/kloop-build-worker" "$bundle/bin/"
+  cp "$build/bin/kloop-gpu-worker" "$build/bin/kloop" "$build/bin/kloop-build-worker" \
+    "$build/bin/phase_breakdown" "$bundle/bin/"
   cp -r "$build/share" "$bundle/share" # kloop's data (baselines, prompts, contracts) beside bin/
   for t in $tests; do cp "$build/bin/$t" "$bundle/bin/"; done
   echo "$tests" | tr ' ' '\n' >"$bundle/tests.txt"
@@ -60,7 +61,8 @@ if [ "${1:-}" != "--remote" ]; then
   strip --strip-debug "$bundle"/bin/* 2>/dev/null || true
   # Resolve libraries from the build folder's binaries (the staged ones would find $bundle/lib).
   "$root/scripts/bundle-libs.sh" "$bundle/lib" "$build/bin/kloop-gpu-worker" "$build/bin/kloop" \
-    "$build/bin/kloop-build-worker" $([ -n "${FAMILY_VARIANTS:-}" ] && echo "$build/bin/family_bench") \
+    "$build/bin/kloop-build-worker" "$build/bin/phase_breakdown" \
+    $([ -n "${FAMILY_VARIANTS:-}" ] && echo "$build/bin/family_bench") \
     $(for t in $tests; do echo "$build/bin/$t"; done)
   if ldd "$bundle/bin/kloop-gpu-worker" | grep -q 'libcuda\.so'; then
     echo "device-run: kloop-gpu-worker links libcuda; it must link cudart_static only" >&2
@@ -124,6 +126,9 @@ if [ "$reuse" = 0 ] && [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
   echo "optimize exit $? in $(( $(date +%s) - start ))s" >>"$out/optimize.txt"
   "$bundle/bin/kloop" sessions --store "$store" >>"$out/optimize.txt" 2>&1
   "$bundle/bin/kloop" store verify --store "$store" >>"$out/optimize.txt" 2>&1
+  # Where the time went: every candidate's phases and the session's totals (issue 26).
+  "$bundle/bin/kloop" show 1 --store "$store" >"$out/optimize-show.txt" 2>&1
+  sed -n '/^where the time went/,/^holdout/p' "$out/optimize-show.txt" >>"$out/optimize.txt"
   "$bundle/bin/kloop" report 1 --html "$opt/report.html" --store "$store" >/dev/null 2>&1
   du -sh "$store" >>"$out/optimize.txt"
   unset LD_LIBRARY_PATH  # python3/torch must not load the bundled Debian libraries
@@ -148,6 +153,93 @@ if [ "$reuse" = 1 ] || [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
     rm -rf "$opt/torch/activations"
   fi
   tar czf "$out/optimize.tgz" -C /tmp kloop-device-store kloop-device-opt
+fi
+
+# Throughput before/after (issue 26), each in the same call on the same GPU, interleaved
+# (legacy, default, legacy, default, ... THROUGHPUT_ROUNDS each): KLOOP_THROUGHPUT=legacy is the
+# evaluator before the issue, the default every switch on (evaluator/throughput.h).
+#   THROUGHPUT=1         phase_breakdown of the in-tree baseline (PHASE_RUNS runs per setting):
+#                        the phase tables into throughput.txt.
+#   THROUGHPUT_CORPUS=1  the defect corpus, the baseline and four offline-family variants as one
+#                        batch per setting: every verdict and deciding gate must be the same in
+#                        both and as each corpus kernel's expect.json says (a failed check
+#                        otherwise); wall time and candidates per hour into throughput-corpus.txt.
+#   THROUGHPUT_OPTIMIZE=N  `kloop optimize rmsnorm --budget N` per setting (own stores): wall
+#                        time, decision and `kloop show`'s time table into throughput-optimize.txt.
+# scripts/compare-devices.sh compares --devices 0 with --devices 0,1 the same way.
+tp_rounds=${THROUGHPUT_ROUNDS:-1}
+tp_run() { # tp_run SETTING NAME ARGS...: phase_breakdown under KLOOP_THROUGHPUT=SETTING
+  local setting=$1 name=$2
+  shift 2
+  KLOOP_THROUGHPUT=$([ "$setting" = legacy ] && echo legacy || echo "${THROUGHPUT_AFTER:-default}") \
+    LD_LIBRARY_PATH=$bundle/lib timeout "${THROUGHPUT_TIMEOUT:-900}" "$bundle/bin/phase_breakdown" \
+    "$@" >"$out/$name" 2>"$out/$name.log"
+  echo "$name: exit $?" >>"$out/$name.log"
+}
+if [ "${THROUGHPUT:-0}" = 1 ]; then
+  for ((r = 1; r <= tp_rounds; r++)); do
+    for setting in legacy default; do
+      tp_run $setting "phases-$setting-$r.txt" --runs "${PHASE_RUNS:-2}"
+      { echo "== phase_breakdown, KLOOP_THROUGHPUT=$setting, round $r"; cat "$out/phases-$setting-$r.txt"; } >>"$out/throughput.txt"
+    done
+  done
+fi
+if [ "${THROUGHPUT_CORPUS:-0}" = 1 ]; then
+  workload="--corpus --candidate kernels/rmsnorm/baseline --family v0-t256-b256-c0-tree-rows-nopeel --family v16-tauto-b512-c4-shfl-pers-peel --family v16-tauto-b256-c2-shfl-pers-peel-wr-bl --family v16-tauto-b256-c2-shfl-pers-peel-ef-wr-bl"
+  for ((r = 1; r <= tp_rounds; r++)); do
+    for setting in legacy default; do
+      # shellcheck disable=SC2086
+      tp_run $setting "corpus-$setting-$r.json" --batch --json $workload
+    done
+  done
+  if python3 - "$out" <<'PY' >>"$out/throughput-corpus.txt" 2>&1; then checks+=("throughput_corpus pass"); else checks+=("throughput_corpus fail verdicts differ between KLOOP_THROUGHPUT settings or from expect.json (throughput-corpus.txt)"); fi
+import glob, json, sys
+out = sys.argv[1]
+runs = {}
+for f in sorted(glob.glob(f"{out}/corpus-*.json")):
+    try:
+        runs[f.split("/")[-1][:-5]] = json.load(open(f))
+    except Exception as e:
+        print(f"{f}: no result ({e})")
+bad = 0
+def key(c):
+    d = c.get("deciding") or {}
+    return (c["verdict"], d.get("gate"), d.get("status"), json.dumps(c["gates"], sort_keys=True))
+ref = None
+for name, d in runs.items():
+    b = d["batch"]
+    print(f"{name}: {b['candidates']} candidates in {b['wall_s']:.1f} s, {b['candidates_per_hour']:.0f} per hour, {b['unexpected']} not as expect.json")
+    bad += b["unexpected"]
+    keys = {c["name"]: key(c) for c in d["candidates"]}
+    if ref is None:
+        ref = (name, keys)
+        continue
+    for n, k in keys.items():
+        if n in ref[1] and ref[1][n] != k:
+            bad += 1
+            print(f"  {n}: {k} in {name}, {ref[1][n]} in {ref[0]}")
+    for c in d["candidates"]:
+        if not c.get("as_expected", True):
+            print(f"  {name}: {c['name']}: {c['verdict']} at {c.get('deciding')}, expected {c.get('expect')}")
+print(f"differences and unexpected verdicts: {bad}")
+sys.exit(1 if bad or len(runs) < 2 else 0)
+PY
+fi
+if [ "${THROUGHPUT_OPTIMIZE:-0}" -gt 0 ]; then
+  for ((r = 1; r <= tp_rounds; r++)); do
+    for setting in legacy default; do
+      s=/tmp/kloop-tp-$setting-$r
+      rm -rf "$s"
+      start=$(date +%s)
+      KLOOP_THROUGHPUT=$([ "$setting" = legacy ] && echo legacy || echo "${THROUGHPUT_AFTER:-default}") \
+        LD_LIBRARY_PATH=$bundle/lib timeout "${OPTIMIZE_TIMEOUT:-330}" "$bundle/bin/kloop" optimize \
+        rmsnorm --budget "$THROUGHPUT_OPTIMIZE" --store "$s" >"$out/tp-optimize-$setting-$r.txt" 2>&1
+      echo "== optimize KLOOP_THROUGHPUT=$setting round $r: exit $? in $(( $(date +%s) - start ))s" >>"$out/throughput-optimize.txt"
+      tail -4 "$out/tp-optimize-$setting-$r.txt" >>"$out/throughput-optimize.txt"
+      LD_LIBRARY_PATH=$bundle/lib "$bundle/bin/kloop" show 1 --store "$s" 2>&1 |
+        sed -n '/^where the time went/,/^holdout/p' >>"$out/throughput-optimize.txt"
+    done
+  done
 fi
 
 # The rows_merge experiment (ROWS_MERGE=1 when staged): the baseline and each candidate folder on

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # fuzz.sh ci | bench [SECONDS] [--merge] | build: the libFuzzer targets of fuzz/ (fuzz/README.md).
-#   build  configures BUILD_FUZZ (default build-fuzz) with clang-14, ASan+UBSan and libFuzzer
-#          instrumentation (-DKLOOP_FUZZ=ON -DKLOOP_SANITIZE=ON -DKLOOP_WITH_CUDA=OFF) and builds
-#          only the fuzz targets and the libraries they link (target fuzz_all).
+#   build  configures BUILD_FUZZ (default build-fuzz; scripts/test.sh passes build-asan) with
+#          clang-14, ASan+UBSan and libFuzzer instrumentation (-DKLOOP_FUZZ=ON -DKLOOP_SANITIZE=ON
+#          -DKLOOP_WITH_CUDA=OFF) and builds the fuzz targets and the libraries they link (fuzz_all).
 #   ci     build, then per target: every checked-in input (fuzz/corpus/NAME, fuzz/regressions/NAME)
-#          once, then FUZZ_SECONDS (default 25) of fuzzing from them; FUZZ_JOBS (default 2) targets
+#          once, then FUZZ_SECONDS (default 25) of fuzzing from them with libFuzzer's -seed=FUZZ_SEED
+#          (default 1: the same mutations on every run); FUZZ_JOBS (default 2) targets
 #          at a time. Any crash, sanitizer report, leak or timeout fails the step; the input is
 #          kept in BUILD_FUZZ/findings/NAME/ (copy it into fuzz/regressions/NAME/ with the fix).
 #   bench  the same with SECONDS (default 600) per target, printing each target's executions per
@@ -29,7 +30,8 @@ targets() { ls "$build"/bin | sed -n 's/^fuzz_\(.*\)$/\1/p' | sort; }
 
 # run_target NAME SECONDS: replays the checked-in inputs, then fuzzes; prints one summary line.
 run_target() {
-  local name=$1 seconds=$2 bin="$root/$build/bin/fuzz_$name"
+  local name=$1 seconds=$2 # one `local` expands every word before it assigns any
+  local bin="$root/$build/bin/fuzz_$name"
   local work="$root/$build/corpus/$name" findings="$root/$build/findings/$name"
   local log="$root/$build/logs/$name.log"
   mkdir -p "$work" "$findings" "$(dirname "$log")"
@@ -48,7 +50,11 @@ run_target() {
   fi
   # 2. Fuzzing from them; new inputs go to the work corpus.
   local status=0
-  (cd "$findings" && "$bin" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
+  # ci: a fixed seed (FUZZ_SEED, default 1) so that CI explores the same mutations on every run
+  # and a finding is the commit's, not the luck of the draw; bench draws a fresh seed.
+  local seed_arg=()
+  [ "${FUZZ_MODE:-ci}" = ci ] && seed_arg=(-seed="${FUZZ_SEED:-1}")
+  (cd "$findings" && "$bin" "${seed_arg[@]}" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$findings/" "$work" "${inputs[@]}" \
     >"$log" 2>&1) || status=$?
   local execs cov units
@@ -64,7 +70,7 @@ run_target() {
   fi
 }
 export -f run_target
-export root build
+export root build FUZZ_MODE="$mode"
 
 case "$mode" in
 build)

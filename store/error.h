@@ -44,6 +44,13 @@ public:
   using Refused::Refused;
 };
 
+// SQLite answered SQLITE_BUSY or SQLITE_LOCKED: another connection holds a lock this one needs
+// (after the busy timeout, or at once where SQLite does not wait, as for the switch to WAL).
+class StoreBusy : public StoreError {
+public:
+  using StoreError::StoreError;
+};
+
 // The store directory named by the caller (--store) is not a store: it does not exist, is not a
 // directory, or holds no kloop.db. A caller's mistake (the CLI exits 2, usage); a store that
 // exists but is damaged is a plain StoreError.

@@ -6,6 +6,7 @@
 
 #include <fmt/core.h>
 
+#include "store/phase_view.h"
 #include "store/store.h"
 #include "store/text_view.h"
 
@@ -136,8 +137,8 @@ std::string timeline(const SessionDetail& d) {
         "<rect class=\"iteration {}\" x=\"{:.1f}\" y=\"18\" width=\"{:.1f}\" height=\"30\" "
         "fill=\"{}\" stroke=\"#fff\"><title>iteration {} ({:.1f} s): {}</title></rect>"
         "<text x=\"{:.1f}\" y=\"13\" font-size=\"11\">#{}</text>\n",
-        o.css, X(t), X(t + w) - X(t), o.colour, it.iteration.index + 1,
-        it.iteration.wall_ms / 1000, o.label, X(t) + 2, it.iteration.index + 1);
+        o.css, X(t), X(t + w) - X(t), o.colour, it.iteration.index + 1, it.iteration.wall_ms / 1000,
+        o.label, X(t) + 2, it.iteration.index + 1);
     t += w;
   }
   // The time axis: a baseline with ticks every tick_step seconds.
@@ -340,6 +341,29 @@ std::string holdout(const SessionDetail& d) {
   return s + "</table>\n";
 }
 
+// Where the candidates' time went (phase_view.h): one row per phase group and nested phase.
+std::string phases(const SessionDetail& d) {
+  const PhaseSummary s = phase_summary(d);
+  if (s.candidates == 0) return missing("phases", "no phase timings recorded");
+  std::string h = fmt::format(
+      "<p>{} candidate(s), {:.1f} s of evaluation, {:.1f} s per candidate (overlapping phases can "
+      "add up to more)</p>\n<table id=\"phases\"><tr><th>phase</th><th>total s</th>"
+      "<th>per candidate s</th><th>share</th><th>runs</th><th>benchmark states</th></tr>\n",
+      s.candidates, s.wall_ms / 1000, s.wall_ms / 1000 / s.candidates);
+  for (const auto& t : s.totals) {
+    std::string states;
+    if (t.states > 0)
+      states = fmt::format("{} states, {:.1f} rounds per state, stop {}", t.states,
+                           static_cast<double>(t.rounds) / t.states, t.stop.dump());
+    h += fmt::format("<tr class=\"{}\"><td>{}{}</td><td>{:.2f}</td><td>{:.3f}</td><td>{:.0f} %"
+                     "</td><td>{}</td><td>{}</td></tr>\n",
+                     t.nested ? "nested" : "group", t.nested ? "&nbsp;&nbsp;" : "", esc(t.name),
+                     t.total_ms / 1000, t.candidates ? t.total_ms / 1000 / t.candidates : 0.0,
+                     s.wall_ms > 0 ? 100.0 * t.total_ms / s.wall_ms : 0.0, t.runs, esc(states));
+  }
+  return h + "</table>\n";
+}
+
 // A checker-coverage run (mutation/store_report.h): its recorded summary, the lines `kloop show`
 // prints, in a <pre id="checker-coverage">.
 std::string checker_coverage(const SessionDetail& d) {
@@ -383,6 +407,7 @@ std::string render_html_report(const SessionDetail& d) {
   h += "<h2>Roofline position of each candidate</h2>\n" + roofline(d);
   h += "<h2>Speed-up per iteration (with interval)</h2>\n" + speedup(d);
   h += "<h2>Stall reasons (CUPTI PC sampling)</h2>\n" + stalls(d);
+  h += "<h2>Where the time went</h2>\n" + phases(d);
   h += "<h2>Sealed holdout</h2>\n" + holdout(d);
   return h + "</body></html>\n";
 }

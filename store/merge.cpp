@@ -32,7 +32,7 @@ Db open_source(const std::string& dir) {
   std::string uri = "file:" + db_path + "?mode=ro";
   if (::access(dir.c_str(), W_OK) != 0) uri = "file:" + db_path + "?immutable=1";
   Db db(uri, SQLITE_OPEN_READONLY, db_path);
-  db.exec("PRAGMA busy_timeout = 5000");
+  db.exec(fmt::format("PRAGMA busy_timeout = {}", kBusyTimeoutMs));
   const std::int64_t app = db.pragma_int("application_id");
   const std::int64_t version = db.pragma_int("user_version");
   if (app != kApplicationId || version < 1)

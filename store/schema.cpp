@@ -118,7 +118,11 @@ struct SchemaState {
   std::int64_t app_id = 0, version = 0, tables = 0;
 };
 
+// The three values come from one snapshot: read one by one, a store that another process is
+// creating at that moment could show its tables but not yet its application_id ("not a kloop
+// store").
 SchemaState read_state(Db& db) {
+  ReadSnapshot snapshot(db);
   SchemaState s;
   s.app_id = db.pragma_int("application_id");
   s.version = db.pragma_int("user_version");

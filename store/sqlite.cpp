@@ -56,8 +56,11 @@ void Db::fail(int rc, std::string_view what) const {
     hint = "the database file is corrupt: restore it from a backup or use another --store";
   else if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
     hint = "another kloop holds the store: wait for it or use another --store";
-  throw StoreError(fmt::format("store: {}: {} failed: {} (sqlite code {}); {}", label_, what,
-                               db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc), rc, hint));
+  const std::string message =
+      fmt::format("store: {}: {} failed: {} (sqlite code {}); {}", label_, what,
+                  db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc), rc, hint);
+  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) throw StoreBusy(message);
+  throw StoreError(message);
 }
 
 void Db::exec(std::string_view sql) {
@@ -187,6 +190,15 @@ Transaction::~Transaction() {
 void Transaction::commit() {
   db_->exec("COMMIT");
   done_ = true;
+}
+
+ReadSnapshot::ReadSnapshot(Db& db) : db_(&db), owns_(sqlite3_get_autocommit(db.handle()) != 0) {
+  if (owns_) db_->exec("BEGIN");
+}
+
+ReadSnapshot::~ReadSnapshot() {
+  if (owns_ && sqlite3_get_autocommit(db_->handle()) == 0)
+    sqlite3_exec(db_->handle(), "COMMIT", nullptr, nullptr, nullptr);
 }
 
 } // namespace kloop::store

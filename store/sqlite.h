@@ -15,6 +15,11 @@ namespace kloop::store {
 
 class Stmt;
 
+// How long a statement waits for another process's lock on the store before it fails with
+// StoreBusy (SQLite's busy_timeout, ms). A step holds the write lock while it writes and syncs its
+// blobs; on a loaded machine with a slow disk (CI, a shared sweep node) that has taken over 5 s.
+inline constexpr int kBusyTimeoutMs = 30000;
+
 // One SQLite connection. Opening never touches the schema; see Store::open for that.
 class Db {
 public:
@@ -98,6 +103,22 @@ public:
 private:
   Db* db_;
   bool done_ = false;
+};
+
+// BEGIN (deferred) on construction, COMMIT in the destructor: every read between them sees one
+// snapshot of the database, so a value and the count read after it cannot straddle another
+// process's commit. Inside a transaction already open it does nothing (that one is the snapshot).
+// Only for reads; a failed BEGIN throws StoreError.
+class ReadSnapshot {
+public:
+  explicit ReadSnapshot(Db& db);
+  ReadSnapshot(const ReadSnapshot&) = delete;
+  ReadSnapshot& operator=(const ReadSnapshot&) = delete;
+  ~ReadSnapshot();
+
+private:
+  Db* db_;
+  bool owns_; // false inside a transaction that the caller opened
 };
 
 } // namespace kloop::store

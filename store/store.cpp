@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include <fmt/core.h>
@@ -162,12 +164,23 @@ Store Store::open(const std::string& dir, OpenMode mode) {
   Db db(uri, flags, label);
   if (writable) {
     // The first statement that reads the file reveals corruption (SQLITE_NOTADB).
-    db.exec("PRAGMA busy_timeout = 5000");
-    Stmt jm = db.prepare("PRAGMA journal_mode = WAL");
-    jm.step();
+    db.exec(fmt::format("PRAGMA busy_timeout = {}", kBusyTimeoutMs));
+    // The switch to WAL takes an exclusive lock for which SQLite answers SQLITE_BUSY at once,
+    // without its busy handler, while another process creates or opens the same new store; it is
+    // retried for as long as any other wait for the store (kBusyTimeoutMs).
+    for (int attempt = 1;; ++attempt) {
+      try {
+        Stmt jm = db.prepare("PRAGMA journal_mode = WAL");
+        jm.step();
+        break;
+      } catch (const StoreBusy&) {
+        if (attempt >= kBusyTimeoutMs / 50) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    }
     db.exec("PRAGMA synchronous = FULL");
   } else {
-    db.exec("PRAGMA busy_timeout = 5000");
+    db.exec(fmt::format("PRAGMA busy_timeout = {}", kBusyTimeoutMs));
   }
   db.exec("PRAGMA foreign_keys = ON");
   migrate(db, writable);

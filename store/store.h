@@ -3,7 +3,7 @@
 // at a time through Store::Step, a single transaction that rolls back unless committed, so a
 // kill at any moment leaves every committed step intact. Readers (sessions, show, compare,
 // replay, report, receipts) load whole sessions as plain records. Not thread-safe: one Store per
-// thread; several processes may share a directory (SQLite locking, busy_timeout 5 s).
+// thread; several processes may share a directory (SQLite locking, waits of kBusyTimeoutMs).
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "store/error.h"
+#include "store/phase_view.h"
 #include "store/store.h"
 #include "store/text_view.h"
 
@@ -298,6 +299,7 @@ nlohmann::json SessionDetail::to_json() const {
                    {"reviewer", r.reviewer},
                    {"signed_at", r.signed_at}});
   j["receipts"] = rec;
+  j["phase_summary"] = phase_summary(*this).to_json(); // where the time went (phase_view.h)
   const CandidateDetail* best = best_candidate();
   j["best_candidate_id"] = best ? nlohmann::json(best->candidate.id) : nlohmann::json(nullptr);
   // The row chain's head (store/chain.h), null for a session recorded before row chaining.

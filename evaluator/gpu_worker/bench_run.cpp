@@ -261,6 +261,7 @@ json bench_shape(const op::Operator& op, const json& shape_json, const json& pro
                  const LoadedCandidate& cand, const LoadedCandidate* baseline,
                  const LoadedCandidate* aa_partner, const op::DeviceInfo& device, std::int64_t l2,
                  const Telemetry& tel, cudaStream_t s, std::string* failure) {
+  const auto t_setup = std::chrono::steady_clock::now(); // "setup_ms": buffers to warm-up
   const op::Declaration& d = op.declaration();
   const op::BenchShape shape = read_shape(d, shape_json);
   const std::string name = shape.label(d);
@@ -343,7 +344,14 @@ json bench_shape(const op::Operator& op, const json& shape_json, const json& pro
                                   protocol.value("max_rounds", 400) / kCycle * kCycle);
   const double cap_s = protocol.value("time_cap_s", 5.0);
   const int checks = protocol.value("output_checks", 3);
+  // "decision": a state also stops once its speed decision is settled (bench::decision_settled),
+  // after at least two whole cycles of orders.
+  const bool decision_stop = protocol.value("stop_rule", std::string("noise")) == "decision";
+  const std::size_t decision_min_rounds =
+      static_cast<std::size_t>(std::max(min_rounds, 2 * kCycle));
   const int batch = std::max(1, protocol.value("telemetry_every_rounds", 8));
+  out["setup_ms"] =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_setup).count();
   json states = json::array();
   for (const char* state : {"cold", "warm"}) {
     const bool cold = std::string(state) == "cold";
@@ -455,25 +463,35 @@ json bench_shape(const op::Operator& op, const json& shape_json, const json& pro
         ++r;
         break;
       }
+      if (decision_stop && r + 1 >= min_rounds && whole_cycle &&
+          evaluator::bench::decision_settled(samp["candidate_kernel"], samp["baseline_kernel"],
+                                             samp["aa_kernel"], decision_min_rounds)) {
+        stop = "decision";
+        ++r;
+        break;
+      }
       if (elapsed > cap_s && r + 1 >= min_rounds && whole_cycle) {
         stop = "time_cap";
         ++r;
         break;
       }
     }
-    states.push_back({{"state", state},
-                      {"rounds", r},
-                      {"stop", stop},
-                      {"orders", orders_out},
-                      {"order_rule", "round r runs orders[r % 6]"},
-                      {"max_rounds_whole_cycles", max_rounds},
-                      {"untimed_spacers", kSpacers},
-                      {"launch_queue", "blocking kernel per round (all slots enqueued first)"},
-                      {"blocker_timeouts", blocker_timeouts},
-                      {"input_sets", cold ? 1 : sets},
-                      {"samples", samp},
-                      {"batches", batches},
-                      {"output_checks", checks_out}});
+    states.push_back(
+        {{"state", state},
+         {"rounds", r},
+         {"stop", stop},
+         {"wall_ms",
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()},
+         {"orders", orders_out},
+         {"order_rule", "round r runs orders[r % 6]"},
+         {"max_rounds_whole_cycles", max_rounds},
+         {"untimed_spacers", kSpacers},
+         {"launch_queue", "blocking kernel per round (all slots enqueued first)"},
+         {"blocker_timeouts", blocker_timeouts},
+         {"input_sets", cold ? 1 : sets},
+         {"samples", samp},
+         {"batches", batches},
+         {"output_checks", checks_out}});
   }
   out["states"] = states;
   return out;
@@ -539,10 +557,26 @@ ModeOutcome run_benchmark(const json& req, const op::Operator& op, const LoadedC
               {"slot_orders", kSlotOrdersText},
               {"telemetry", tel.to_json()}};
   const std::int64_t copy_bytes = evaluator::roofline::kMinCopyBytes;
-  const double copy_ms = copy_ceiling_ms(stream.get());
-  result["copy_ceiling"] = {{"bytes", copy_bytes},
-                            {"time_ms", copy_ms},
-                            {"tbps", evaluator::roofline::copy_ceiling_tbps(copy_bytes, copy_ms)}};
+  // A ceiling measured by an earlier batch of this session on this device (issue 26: measured
+  // once per session and device), passed by kloop as options.copy_ceiling_given; else measured.
+  const json given = req.value("options", json::object()).value("copy_ceiling_given", json());
+  json timings = json::object();
+  if (given.is_object() && given.value("bytes", std::int64_t{0}) == copy_bytes &&
+      given.value("time_ms", 0.0) > 0) {
+    result["copy_ceiling"] = given;
+    result["copy_ceiling"]["measured"] = "by an earlier benchmark batch of this session on this "
+                                         "device (kloop passed it in)";
+  } else {
+    const auto t_copy = std::chrono::steady_clock::now();
+    const double copy_ms = copy_ceiling_ms(stream.get());
+    timings["copy_ceiling_ms"] =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_copy)
+            .count();
+    result["copy_ceiling"] = {
+        {"bytes", copy_bytes},
+        {"time_ms", copy_ms},
+        {"tbps", evaluator::roofline::copy_ceiling_tbps(copy_bytes, copy_ms)}};
+  }
   json shapes = json::array();
   std::string failure;
   json list = spec.value("shapes", json::array());
@@ -556,6 +590,18 @@ ModeOutcome run_benchmark(const json& req, const op::Operator& op, const LoadedC
                                  &failure));
   }
   result["shapes"] = shapes;
+  timings["bench_setup_ms"] = 0.0;
+  timings["bench_states"] = json::array();
+  for (const auto& sh : shapes) { // phase timings (evaluator/phases.h)
+    timings["bench_setup_ms"] = timings["bench_setup_ms"].get<double>() + sh.value("setup_ms", 0.0);
+    for (const auto& st : sh.value("states", json::array()))
+      timings["bench_states"].push_back({{"shape_class", sh.value("shape_class", std::string())},
+                                         {"state", st.value("state", std::string())},
+                                         {"ms", st.value("wall_ms", 0.0)},
+                                         {"rounds", st.value("rounds", 0)},
+                                         {"stop", st.value("stop", std::string())}});
+  }
+  extra["timings"] = std::move(timings);
   const std::string raw = result.dump();
   const std::filesystem::path raw_path = dir / "bench_raw.json";
   std::ofstream(raw_path, std::ios::binary) << raw;

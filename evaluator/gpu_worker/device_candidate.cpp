@@ -5,17 +5,20 @@
 #include <cstring>
 #include <span>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "evaluator/output_audit.h"
+
 namespace kloop::gpu {
 namespace {
 
-constexpr unsigned char kGuard = 0xA5;
-constexpr unsigned char kPoisonNan = 0xFF;    // NaN in float32, float16 and bfloat16
-constexpr unsigned char kPoisonFinite = 0x7B; // a large finite value in every dtype
-constexpr std::int64_t kSmallCase = 1 << 16;  // elements: repeated small_repeats times
+using evaluator::audit::kGuardByte;
+using evaluator::audit::kPoisonFinite;
+using evaluator::audit::kPoisonNan;
+constexpr std::int64_t kSmallCase = 1 << 16; // elements: repeated small_repeats times
 constexpr std::int64_t kConcurrentMax = 1 << 22;
 
 // Device buffer of `bytes` user bytes between two guard regions.
@@ -24,8 +27,8 @@ public:
   Guarded(std::size_t bytes, std::size_t guard)
       : guard_(guard), bytes_(bytes), buf_(bytes + 2 * guard) {
     if (guard > 0) {
-      check(cudaMemset(buf_.data(), kGuard, guard), "cudaMemset(guard)");
-      check(cudaMemset(buf_.data() + guard + bytes, kGuard, guard), "cudaMemset(guard)");
+      check(cudaMemset(buf_.data(), kGuardByte, guard), "cudaMemset(guard)");
+      check(cudaMemset(buf_.data() + guard + bytes, kGuardByte, guard), "cudaMemset(guard)");
     }
   }
   std::byte* user() const { return buf_.data() + guard_; }
@@ -37,14 +40,8 @@ public:
     for (int side = 0; side < 2; ++side) {
       const std::byte* src = side == 0 ? buf_.data() : buf_.data() + guard_ + bytes_;
       check(cudaMemcpy(host.data(), src, guard_, cudaMemcpyDeviceToHost), "cudaMemcpy(guard)");
-      for (std::size_t i = 0; i < guard_; ++i)
-        if (host[i] != kGuard)
-          return fmt::format("guard bytes {} {} were overwritten ({} byte {} of the guard): an "
-                             "out-of-bounds write",
-                             side == 0 ? "before" : "after", name,
-                             side == 0 ? "offset -" + std::to_string(guard_ - i)
-                                       : "offset +" + std::to_string(i),
-                             i);
+      if (std::string d = evaluator::audit::guard_damage(host, side == 0, name); !d.empty())
+        return d;
     }
     return {};
   }
@@ -66,10 +63,6 @@ void upload(const Guarded& g, std::span<const std::byte> src, const std::string&
   if (!src.empty())
     check(cudaMemcpy(g.user(), src.data(), src.size(), cudaMemcpyHostToDevice),
           ("copy " + name).c_str());
-}
-
-bool same(const std::vector<std::byte>& a, std::span<const std::byte> b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
 }
 
 // The device side of one validated call: every passed tensor's storage in a guarded buffer, and
@@ -163,31 +156,18 @@ struct DeviceCall {
   }
 };
 
-// Why a repeated call's bytes differ from the first call's (unwritten elements or a race).
+// Why a repeated call's bytes differ from the first call's (unwritten elements or a race): the
+// first written buffer that differs (evaluator::audit::repeat_mismatch), named when the call
+// writes more than one. An input-output tensor is restored, not poisoned, before each call, so any
+// difference in it is nondeterminism.
 std::string repeat_difference(const DeviceCall& dc, const std::vector<std::vector<std::byte>>& a,
                               const std::vector<std::vector<std::byte>>& first, int call_number) {
   for (std::size_t k = 0; k < a.size(); ++k) {
-    if (a[k] == first[k]) continue;
-    const std::size_t es = k < dc.out_es.size() ? dc.out_es[k] : 1;
-    std::size_t unwritten = 0, differ = 0, first_bad = a[k].size();
-    for (std::size_t e = 0; e + es <= a[k].size(); e += es) {
-      if (std::memcmp(&a[k][e], &first[k][e], es) == 0) continue;
-      ++differ;
-      first_bad = std::min(first_bad, e / es);
-      bool both = k < dc.outputs.size();
-      for (std::size_t b = 0; b < es && both; ++b)
-        both = static_cast<unsigned char>(first[k][e + b]) == kPoisonNan &&
-               static_cast<unsigned char>(a[k][e + b]) == kPoisonFinite;
-      unwritten += both;
-    }
-    const std::string prefix = a.size() > 1 ? dc.written_name(k) + ": " : "";
-    return unwritten > 0
-               ? fmt::format("{}{} output elements were never written (the poison survived the "
-                             "call; first at flat index {})",
-                             prefix, unwritten, first_bad)
-               : fmt::format("{}repeated call {} gave different bits in {} elements (first at "
-                             "flat index {}): nondeterministic output, a race?",
-                             prefix, call_number, differ, first_bad);
+    const bool output = k < dc.outputs.size();
+    const std::string m =
+        evaluator::audit::repeat_mismatch(first[k], a[k], output ? dc.out_es[k] : 1, call_number,
+                                          /*poisoned=*/output);
+    if (!m.empty()) return (a.size() > 1 ? dc.written_name(k) + ": " : "") + m;
   }
   return {};
 }
@@ -317,10 +297,11 @@ evaluator::CandidateCall DeviceAdapter::call_impl(const op::CallArgs& args) {
   auto& fails = result.audit_failures;
   dc.check_guards(s0, true, "", fails);
   for (std::size_t p = 0; p < dc.passed.size(); ++p)
-    if (d.tensors[dc.passed[p]].role == op::Role::kInput && !same(to_host(dc.in[p]), dc.src[p]))
-      fails.push_back(fmt::format("{}'s device storage changed during the call: inputs must stay "
-                                  "byte-identical",
-                                  d.tensors[dc.passed[p]].name));
+    if (d.tensors[dc.passed[p]].role == op::Role::kInput)
+      if (std::string c = evaluator::audit::input_changed(dc.src[p], to_host(dc.in[p]),
+                                                          d.tensors[dc.passed[p]].name);
+          !c.empty())
+        fails.push_back(c);
 
   // Repeats with the finite poison: identical bits, and no element still holding both poisons.
   const int repeats = elements <= kSmallCase ? opt_.small_repeats : opt_.repeats;

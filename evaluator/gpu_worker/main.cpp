@@ -6,6 +6,7 @@
 // the reference kernel in a faulted process.
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -33,6 +34,13 @@ using namespace kloop;
 namespace {
 
 fs::path g_dir;
+// Phase timings for result.json "timings" (evaluator/phases.h): context creation and cubin load;
+// a mode may add its own keys (benchmark: per shape-state sampling times) under extra["timings"].
+json g_timings = json::object();
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -54,6 +62,9 @@ void write_json(const std::string& name, const json& j) {
 
 int finish(int code, const std::string& status, const std::string& reason, json extra = {}) {
   json r = extra.is_object() ? extra : json::object();
+  json timings = g_timings;
+  if (r.contains("timings") && r["timings"].is_object()) timings.update(r["timings"]);
+  r["timings"] = timings;
   r["status"] = status;
   r["reason"] = reason;
   r["exit_code"] = code;
@@ -145,15 +156,25 @@ int run_correctness(const json& req, const op::Operator& op, gpu::LoadedCandidat
                               progress.value("name", "")),
                   extra);
   }
-  extra["suite"] = suite.to_json();
   extra["evidence"] = adapter.evidence();
   extra["path_counts"] = adapter.path_counts().to_json();
-  std::string reason;
-  if (suite.first_failure) {
-    const evaluator::CaseResult& f = suite.cases[*suite.first_failure];
-    reason = fmt::format("case {} failed: {}", f.case_name, f.reason);
+  const json result = evaluator::correctness_batch_result(suite, std::move(extra));
+  return finish(evaluator::kGpuWorkerOk, result["status"].get<std::string>(),
+                result["reason"].get<std::string>(), result);
+}
+
+// The `count` devices this process sees: [{"index", "name", "pci_bus_id"}] (a device whose
+// properties cannot be read is left out).
+json visible_devices(int count) {
+  json devices = json::array();
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    char pci[32] = {};
+    cudaDeviceGetPCIBusId(pci, sizeof(pci), i);
+    devices.push_back({{"index", i}, {"name", p.name}, {"pci_bus_id", pci}});
   }
-  return finish(evaluator::kGpuWorkerOk, suite.pass ? "pass" : "fail", reason, extra);
+  return devices;
 }
 
 int run(const json& req) {
@@ -169,8 +190,11 @@ int run(const json& req) {
                   dc != cudaSuccess ? "no CUDA device: " + gpu::cuda_error_text(dc)
                                     : std::string("no CUDA device: cudaGetDeviceCount returned 0"),
                   {{"device_query", query}});
+  const auto t_context = std::chrono::steady_clock::now();
   gpu::check(cudaSetDevice(0), "cudaSetDevice");
   gpu::check(cudaFree(nullptr), "context creation");
+  g_timings["context_ms"] = ms_since(t_context);
+  const auto t_load = std::chrono::steady_clock::now();
   gpu::mark_memory_start();
   const op::DeviceInfo info = gpu::query_device_info(0);
   json extra{{"device", device_json(info)}, {"mode", req.value("mode", "correctness")}};
@@ -200,7 +224,11 @@ int run(const json& req) {
       return finish(evaluator::kGpuWorkerOk, "fail", why, extra);
     extra["kernels"] = kernels;
   }
-  if (extra["mode"] == "probe") return finish(evaluator::kGpuWorkerOk, "pass", "", extra);
+  g_timings["load_ms"] = ms_since(t_load);
+  if (extra["mode"] == "probe") { // every visible device, for `--devices` (agent/components.h)
+    extra["devices"] = visible_devices(count);
+    return finish(evaluator::kGpuWorkerOk, "pass", "", extra);
+  }
   if (gpu::is_perf_mode(extra["mode"].get<std::string>())) {
     gpu::ModeOutcome m = gpu::run_perf_mode(req, *op, cand, info, g_dir, extra);
     return finish(m.exit_code, m.status, m.reason, m.extra);

@@ -108,6 +108,17 @@ struct CaseInputs {
 // Deterministic: the same spec gives the same bytes on every machine and every call.
 CaseInputs materialize(const CaseSpec& spec);
 
+// The view of x that materialize() builds for `spec`, in elements: shape [outer..., h], strides
+// (kTransposed: the h dim's stride is rows; kSlicedGaps: the first outer dim's stride has `gap`
+// extra elements; kExpanded: the first outer dim's stride is 0), storage offset, and the storage
+// length it needs. Pure arithmetic on the spec; allocates nothing.
+struct XViewLayout {
+  std::vector<std::int64_t> shape, strides;
+  std::int64_t offset = 0;
+  std::int64_t storage_elements = 0;
+};
+XViewLayout x_view_layout(const CaseSpec& spec);
+
 // The public suite for all three dtypes (a few tens of millions of elements in total, so the CPU
 // reference runs in seconds). Includes the CASES.md inputs (P5, P7-P12, P15) and invalid calls.
 std::vector<CaseSpec> public_cases(std::uint64_t seed);

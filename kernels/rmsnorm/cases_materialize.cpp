@@ -37,41 +37,9 @@ void fill_storage_nan(const HostTensor& t) {
 }
 
 HostTensor make_x_view(const CaseSpec& s) {
-  const DLDataType type = to_dl(s.dtype);
-  std::vector<std::int64_t> shape = s.outer;
-  shape.push_back(s.h);
-  const std::int64_t rows = s.rows();
-  const std::size_t nd = shape.size();
-  std::vector<std::int64_t> strides = contiguous_strides(shape);
-  std::int64_t storage = s.offset + s.numel();
-  switch (s.layout) {
-  case LayoutKind::kContiguous:
-  case LayoutKind::kStorageOffset:
-  case LayoutKind::k3d:
-    break;
-  case LayoutKind::kTransposed: {
-    // A contiguous [h, outer...] buffer viewed with the h dim moved last.
-    strides[nd - 1] = std::max<std::int64_t>(rows, 1);
-    auto outer_strides = contiguous_strides(s.outer);
-    for (std::size_t i = 0; i + 1 < nd; ++i)
-      strides[i] = outer_strides[i];
-    break;
-  }
-  case LayoutKind::kSlicedGaps:
-    if (!s.outer.empty()) {
-      strides[0] = product(s.outer, 1) * s.h + s.gap;
-      storage = s.offset + s.outer[0] * strides[0];
-    }
-    break;
-  case LayoutKind::kExpanded:
-    if (!s.outer.empty()) {
-      strides[0] = 0;
-      storage = s.offset + product(s.outer, 1) * s.h;
-    }
-    break;
-  }
-  HostTensor x = HostTensor::strided(static_cast<std::size_t>(storage), type, std::move(shape),
-                                     std::move(strides), s.offset);
+  XViewLayout v = x_view_layout(s);
+  HostTensor x = HostTensor::strided(static_cast<std::size_t>(v.storage_elements), to_dl(s.dtype),
+                                     std::move(v.shape), std::move(v.strides), v.offset);
   fill_storage_nan(x);
   return x;
 }
@@ -190,6 +158,44 @@ HostTensor make_weight(const CaseSpec& s, Rng& rng) {
 }
 
 } // namespace
+
+XViewLayout x_view_layout(const CaseSpec& s) {
+  XViewLayout v;
+  v.shape = s.outer;
+  v.shape.push_back(s.h);
+  const std::int64_t rows = s.rows();
+  const std::size_t nd = v.shape.size();
+  v.strides = contiguous_strides(v.shape);
+  v.offset = s.offset;
+  v.storage_elements = s.offset + s.numel();
+  switch (s.layout) {
+  case LayoutKind::kContiguous:
+  case LayoutKind::kStorageOffset:
+  case LayoutKind::k3d:
+    break;
+  case LayoutKind::kTransposed: {
+    // A contiguous [h, outer...] buffer viewed with the h dim moved last.
+    v.strides[nd - 1] = std::max<std::int64_t>(rows, 1);
+    auto outer_strides = contiguous_strides(s.outer);
+    for (std::size_t i = 0; i + 1 < nd; ++i)
+      v.strides[i] = outer_strides[i];
+    break;
+  }
+  case LayoutKind::kSlicedGaps:
+    if (!s.outer.empty()) {
+      v.strides[0] = product(s.outer, 1) * s.h + s.gap;
+      v.storage_elements = s.offset + s.outer[0] * v.strides[0];
+    }
+    break;
+  case LayoutKind::kExpanded:
+    if (!s.outer.empty()) {
+      v.strides[0] = 0;
+      v.storage_elements = s.offset + product(s.outer, 1) * s.h;
+    }
+    break;
+  }
+  return v;
+}
 
 CaseInputs materialize(const CaseSpec& s) {
   if (s.h < 0 || s.offset < 0 || s.weight_offset < 0 || s.gap < 0) {

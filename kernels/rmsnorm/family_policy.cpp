@@ -32,9 +32,16 @@ std::optional<double> number_at(const json& obj, std::initializer_list<const cha
   return std::nullopt;
 }
 
-// Top stall reason from a value under a key naming stalls: a string, an array of strings or of
-// {reason|name, samples|fraction|share|count} objects, or an object {reason: number}.
+// Top stall reason from a value under a key naming stalls: the benchmark gate's CUPTI evidence
+// (evaluator/evidence.h StallEvidence: {"histogram": {reason: samples}, "top_lines",
+// "total_samples",
+// ...}: the histogram's top, never a bookkeeping count such as total_samples), a string, an array
+// of strings or of {reason|name, samples|fraction|share|count} objects, or an object
+// {reason: number}.
 std::string top_stall(const json& v) {
+  if (v.is_object())
+    if (const auto h = v.find("histogram"); h != v.end())
+      return h->is_object() ? top_stall(*h) : "";
   if (v.is_string()) return clean_stall(v.get<std::string>());
   std::string best;
   double best_n = -1.0;
@@ -188,6 +195,60 @@ PolicyDecision OfflinePolicy::next(const json* report) {
   return decide(report ? digest_report(*report) : ReportDigest{});
 }
 
+namespace {
+
+// The geometric-mean speed-up of a report's benchmark gate (0 when it has none).
+double geomean_of(const json& report) {
+  if (!report.is_object() || !report.contains("gates") || !report["gates"].is_array()) return 0;
+  for (const auto& g : report["gates"])
+    if (g.is_object() && g.value("name", std::string()) == "benchmark" && g.contains("evidence") &&
+        g["evidence"].is_object() && g["evidence"].contains("summary") &&
+        g["evidence"]["summary"].is_object())
+      return number_at(g["evidence"]["summary"], {"geomean_speedup_vs_baseline"}).value_or(0.0);
+  return 0;
+}
+
+} // namespace
+
+std::vector<PolicyDecision> OfflinePolicy::next_batch(const std::vector<const json*>& reports,
+                                                      int count) {
+  if (count < 1) count = 1;
+  if (count == 1 && reports.size() <= 1) return {next(reports.empty() ? nullptr : reports.front())};
+  std::vector<PolicyDecision> out;
+  if (history_.empty()) {
+    out.push_back(decide(ReportDigest{}));
+    // The rest of the first batch: what the safe default's pass leads to, then exploration.
+    ReportDigest passed;
+    passed.present = true;
+    passed.verdict = "pass";
+    for (auto& d : pick(moves_after(passed, history_.back()), count - 1))
+      out.push_back(std::move(d));
+    return out;
+  }
+  // The reports are about the last reports.size() variants, in order. Every passing one is a
+  // resubmission candidate; the moves start from the best of them (passing, then the highest
+  // geometric-mean speed-up, then the earliest), else from the last one.
+  const std::size_t n = std::min(reports.size(), history_.size());
+  const std::size_t first = history_.size() - n;
+  std::optional<std::size_t> focus;
+  double best = -1;
+  ReportDigest focus_digest;
+  for (std::size_t i = 0; i < n; ++i) {
+    const ReportDigest d = reports[i] ? digest_report(*reports[i]) : ReportDigest{};
+    const bool failed = !d.failed_gate.empty() || d.verdict == "reject";
+    if (!d.present || failed) continue;
+    last_passing_ = history_[first + i];
+    const double g = geomean_of(*reports[i]);
+    if (!focus || g > best) focus = i, best = g, focus_digest = d;
+  }
+  if (!focus && n > 0) {
+    focus = n - 1;
+    focus_digest = reports[n - 1] ? digest_report(*reports[n - 1]) : ReportDigest{};
+  }
+  const Variant prev = focus ? history_[first + *focus] : history_.back();
+  return pick(moves_after(focus_digest, prev), count);
+}
+
 PolicyDecision OfflinePolicy::decide(const ReportDigest& d) {
   if (history_.empty())
     return finish(all_variants().front(), {"first:safe_default"},
@@ -195,7 +256,36 @@ PolicyDecision OfflinePolicy::decide(const ReportDigest& d) {
   const Variant prev = history_.back();
   const bool failed = !d.failed_gate.empty() || d.verdict == "reject";
   if (d.present && !failed) last_passing_ = prev;
+  return pick(moves_after(d, prev), 1).front();
+}
 
+std::vector<PolicyDecision>
+OfflinePolicy::pick(const std::vector<std::pair<std::string, Variant>>& moves, int count) {
+  std::vector<PolicyDecision> out;
+  for (const auto& [rule, v] : moves) {
+    if (static_cast<int>(out.size()) >= count) return out;
+    if (!validate(v) && !tried(v))
+      out.push_back(finish(v, {rule}, "rule fired on the previous report"));
+  }
+  while (static_cast<int>(out.size()) < count) {
+    // Nothing new from the rules: explore an untried curated vector variant, chosen by the PRNG.
+    std::vector<Variant> pool;
+    for (const auto& v : all_variants())
+      if (v.vec_bytes > 0 && !tried(v)) pool.push_back(v);
+    if (!pool.empty()) {
+      out.push_back(finish(pool[random() % pool.size()], {"explore:random_untried"},
+                           "rules proposed only tried variants; exploring the curated set"));
+      continue;
+    }
+    out.push_back(finish(last_passing_.value_or(all_variants().front()), {"done:resubmit_best"},
+                         "every curated variant was tried; resubmitting the last passing one"));
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Variant>> OfflinePolicy::moves_after(const ReportDigest& d,
+                                                                        const Variant& prev) const {
+  const bool failed = !d.failed_gate.empty() || d.verdict == "reject";
   // Candidate moves in rule order; the first valid, untried one wins.
   std::vector<std::pair<std::string, Variant>> moves;
   auto more_in_flight = [](Variant v) {
@@ -311,17 +401,7 @@ PolicyDecision OfflinePolicy::decide(const ReportDigest& d) {
     if (low("wide", 0.9) || low("streaming", 0.9) || (d.min_speedup > 0 && d.min_speedup < 1.0))
       moves.emplace_back("bandwidth:more_loads_in_flight", more_in_flight(prev));
   }
-  for (const auto& [rule, v] : moves)
-    if (!validate(v) && !tried(v)) return finish(v, {rule}, "rule fired on the previous report");
-  // Nothing new from the rules: explore an untried curated vector variant, chosen by the PRNG.
-  std::vector<Variant> pool;
-  for (const auto& v : all_variants())
-    if (v.vec_bytes > 0 && !tried(v)) pool.push_back(v);
-  if (!pool.empty())
-    return finish(pool[random() % pool.size()], {"explore:random_untried"},
-                  "rules proposed only tried variants; exploring the curated set");
-  return finish(last_passing_.value_or(all_variants().front()), {"done:resubmit_best"},
-                "every curated variant was tried; resubmitting the last passing one");
+  return moves;
 }
 
 } // namespace kloop::rmsnorm

@@ -52,6 +52,15 @@ public:
   // same sequence of reports give the same sequence of decisions.
   PolicyDecision next(const nlohmann::json* report);
 
+  // `count` variants at once (`--candidates-per-iteration`, issue 26). `reports` are the public
+  // reports of the previous batch, in its order (empty on the first call). The moves start from
+  // the best variant of that batch (passing, highest geometric-mean speed-up, earliest), else its
+  // last; the first `count` valid untried moves in rule order are taken, then untried curated
+  // variants (PRNG), then the last passing one. The first batch is the safe default followed by
+  // the moves its pass leads to. With one report and count 1 it is next().
+  std::vector<PolicyDecision> next_batch(const std::vector<const nlohmann::json*>& reports,
+                                         int count);
+
   // Variants returned so far, oldest first.
   const std::vector<Variant>& history() const { return history_; }
   // Last variant whose report had no failed gate; nullopt before the first.
@@ -61,6 +70,12 @@ private:
   std::uint64_t random(); // splitmix64
   bool tried(const Variant& v) const;
   PolicyDecision decide(const ReportDigest& d);
+  // The rules' moves after a report `d` on variant `prev`, in rule order (docs/OFFLINE.md).
+  std::vector<std::pair<std::string, Variant>> moves_after(const ReportDigest& d,
+                                                           const Variant& prev) const;
+  // The first `count` valid untried moves, then exploration, then the last passing variant.
+  std::vector<PolicyDecision> pick(const std::vector<std::pair<std::string, Variant>>& moves,
+                                   int count);
   PolicyDecision finish(Variant v, std::vector<std::string> rules, const std::string& why);
 
   std::uint64_t rng_state_;

@@ -1,19 +1,26 @@
-// Unit tests of the feedback builder on recorded public reports (fixtures/), its budgets and
-// determinism, and the holdout wall: a holdout result type does not compile into build_feedback,
-// and no holdout shape, seed or value reaches any rendered prompt.
+// Unit tests of the feedback builder on producer-made public reports (the CPU emulation of the GPU
+// worker, and the H200 recording), its budgets and determinism, malformed evidence, and the
+// holdout wall: a holdout result type does not compile into build_feedback, and no holdout shape,
+// seed or value reaches any rendered prompt. The golden texts are feedback_golden_test's.
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <map>
+
+#include "evaluator/candidate.h"
 #include "feedback/feedback.h"
+#include "kernels/rmsnorm/cases.h"
 #include "kernels/rmsnorm/contract.h"
+#include "kernels/rmsnorm/family.h"
 #include "prompts/prompt_builder.h"
-#include "tests/agent/report_json.h"
+#include "tests/agent/cpu_device.h"
+#include "tests/agent/golden.h"
+#include "tests/support/test_files.h"
 
 namespace kloop::feedback {
 namespace {
-
-using kloop::testing::load_report;
 
 // Stand-in for holdout/'s result type, with distinctive markers that must never reach a prompt.
 struct FakeHoldoutResult {
@@ -43,107 +50,80 @@ bool has(const std::string& text, const std::string& fragment) {
   return text.find(fragment) != std::string::npos;
 }
 
-const std::string kKernel = "#include <cuda_bf16.h>\n"                               // 1
-                            "extern \"C\" __global__ void rms_f32(const float* x,\n" // 2
-                            "    const float* w, float* y, long long rows, int H,\n" // 3
-                            "    long long xs, long long ys, float eps) {\n"         // 4
-                            "  float v = x[threadIdx.x];\n"                          // 5
-                            "  red[threadIdx.x] = v * v;\n"                          // 6
-                            "  // missing __syncthreads()\n"                         // 7
-                            "  float s = red[0] + red[1];\n"                         // 8
-                            "}\n";
-
-TEST(FeedbackBuilder, BuildFailureShowsFirstErrorsWithLinesAndHostPathsRedacted) {
-  const FeedbackPayload p = build_feedback(load_report("report_build_fail.json"));
-  EXPECT_EQ(p.verdict, "reject");
-  const FeedbackSection* b = section(p, "build");
-  ASSERT_NE(b, nullptr);
-  EXPECT_TRUE(has(b->text, "kernel.cu(14): error: identifier \"rsqrtff\" is undefined"));
-  EXPECT_TRUE(has(b->text, "kernel.cu(31)"));
-  EXPECT_TRUE(has(b->text, "kernel.cu(2):"));
-  const std::string all = p.render();
-  EXPECT_FALSE(has(all, "/tmp/kloop-build")) << all;
-  EXPECT_FALSE(has(all, "/home/alice")) << all;
-  EXPECT_TRUE(has(all, "<path>/kernel.cu(40)"));
-  ASSERT_NE(section(p, "summary"), nullptr);
-  EXPECT_TRUE(has(section(p, "summary")->text, "- static: not_run - build failed"));
+// Producer-made reports: the correctness gate of a defective kernel through the CPU emulation of
+// the GPU worker (the stride defect of repair_test: the sliced P7 case fails), and the H200
+// recording of the flagship's benchmark, roofline and stall evidence.
+evaluator::PublicReport correctness_report() {
+  const rmsnorm::Variant v = *rmsnorm::variant_by_name("v16-tauto-b512-c4-shfl-pers-peel");
+  return kloop::testing::report_of(
+      kloop::testing::cpu_gates(rmsnorm::emit_kernel_source(v), rmsnorm::emit_manifest(v),
+                                kloop::testing::packed_rows_kernel, rmsnorm::public_cases(1)));
 }
 
-TEST(FeedbackBuilder, RuntimeFailureShowsResourcesCasesAndSanitizerLines) {
-  FeedbackOptions opt;
-  opt.kernel_source = kKernel;
-  const FeedbackPayload p = build_feedback(load_report("report_runtime_fail.json"), opt);
-  const FeedbackSection* st = section(p, "static");
-  ASSERT_NE(st, nullptr);
-  EXPECT_TRUE(has(st->text, "rms_f32: 168 registers, spill stores 16 B, spill loads 16 B"));
-  EXPECT_TRUE(has(st->text, "rms_f32: local-memory loads 2"));
-  const FeedbackSection* c = section(p, "correctness");
-  ASSERT_NE(c, nullptr);
-  EXPECT_TRUE(has(c->text, "41 passed, 2 failed"));
-  EXPECT_TRUE(has(c->text, "family tail_widths dtype bfloat16 shape [3, 129]"));
-  EXPECT_TRUE(has(c->text, "max abs err 0.75"));
-  EXPECT_TRUE(has(c->text, "shape [4, 16, 128] layout sliced"));
-  EXPECT_FALSE(has(c->text, "contiguous_4096")); // passing cases are not listed
-  EXPECT_FALSE(has(p.render(), "9001"));         // case seeds are never shown
-  const FeedbackSection* s = section(p, "sanitizer");
-  ASSERT_NE(s, nullptr);
-  EXPECT_TRUE(has(s->text, "race_write_read in rms_f32"));
-  EXPECT_TRUE(has(s->text, "kernel.cu:6 `red[threadIdx.x] = v * v;`"));
-  EXPECT_TRUE(has(s->text, "kernel.cu:8 `float s = red[0] + red[1];`"));
-  EXPECT_TRUE(has(s->text, "memcheck: clean"));
-}
-
-TEST(FeedbackBuilder, BenchmarkRooflineAndStallHistogram) {
-  FeedbackOptions opt;
-  opt.kernel_source = kKernel;
-  const FeedbackPayload p = build_feedback(load_report("report_pass_bench.json"), opt);
-  const FeedbackSection* b = section(p, "benchmark");
-  ASSERT_NE(b, nullptr);
-  EXPECT_TRUE(has(b->text, "geomean speedup 1.13"));
-  EXPECT_TRUE(has(b->text, "bfloat16 [4096, 4096] cold: candidate 0.0241 ms, baseline 0.0302 ms"));
-  EXPECT_TRUE(has(b->text, "roofline dram: median 0.71 of the copy ceiling"));
-  const FeedbackSection* prof = section(p, "profile");
-  ASSERT_NE(prof, nullptr);
-  EXPECT_TRUE(has(prof->text, "long_scoreboard 62%; barrier 25%; selected 13%"));
-  EXPECT_TRUE(
-      has(prof->text, "kernel.cu:5 long_scoreboard (410 samples) `float v = x[threadIdx.x];`"));
+evaluator::PublicReport h200_report() {
+  return evaluator::PublicReport::from_json(nlohmann::json::parse(test_support::read_file(
+      std::string(KLOOP_SOURCE_DIR) + "/tests/offline/fixtures/h200_flagship_report.json")));
 }
 
 TEST(FeedbackBuilder, EverySectionStaysWithinItsBudget) {
   FeedbackOptions opt;
   opt.budgets = {.summary = 120,
+                 .format = 80,
+                 .contract = 80,
                  .build = 150,
                  .static_inspection = 100,
                  .correctness = 200,
                  .sanitizer = 90,
                  .benchmark = 100,
                  .profile = 60};
-  for (const char* f :
-       {"report_build_fail.json", "report_runtime_fail.json", "report_pass_bench.json"}) {
-    const FeedbackPayload p = build_feedback(load_report(f), opt);
-    for (const auto& s : p.sections) {
-      const std::size_t budget = s.name == "summary"       ? 120
-                                 : s.name == "build"       ? 150
-                                 : s.name == "static"      ? 100
-                                 : s.name == "correctness" ? 200
-                                 : s.name == "sanitizer"   ? 90
-                                 : s.name == "benchmark"   ? 100
-                                                           : 60;
-      EXPECT_LE(s.text.size(), budget) << f << " " << s.name;
-    }
+  const std::map<std::string, std::size_t> budget = {
+      {"summary", 120},     {"format", 80},    {"contract", 80},   {"build", 150}, {"static", 100},
+      {"correctness", 200}, {"sanitizer", 90}, {"benchmark", 100}, {"profile", 60}};
+  for (const auto& report : {correctness_report(), h200_report()}) {
+    const FeedbackPayload p = build_feedback(report, opt);
+    ASSERT_FALSE(p.sections.empty());
+    for (const auto& s : p.sections)
+      EXPECT_LE(s.text.size(), budget.at(s.name)) << s.name;
   }
-  const FeedbackPayload p = build_feedback(load_report("report_runtime_fail.json"), opt);
+  const FeedbackPayload p = build_feedback(correctness_report(), opt);
   ASSERT_NE(section(p, "correctness"), nullptr);
   EXPECT_TRUE(section(p, "correctness")->truncated);
   EXPECT_TRUE(has(section(p, "correctness")->text, "bytes cut]"));
+  // Most useful first: the cut keeps the failing case's name.
+  EXPECT_TRUE(has(section(p, "correctness")->text, "first failing public case: P7"));
+}
+
+// Issue 26: the feedback on K candidates of one iteration names each one's sections, shares the
+// budgets among them, says pass when one passed, and is build_feedback itself for one candidate.
+TEST(FeedbackBuilder, BatchFeedbackCoversEveryCandidateWithinTheSharedBudget) {
+  const auto fail = correctness_report();
+  const auto pass = h200_report();
+  // The second candidate's kernel.cu: the recording's hottest line (kernel.cu:25) is quoted from
+  // it.
+  std::string source;
+  for (int line = 1; line <= 200; ++line)
+    source +=
+        line == 25 ? "  float v = x[threadIdx.x];\n" : "// line " + std::to_string(line) + "\n";
+  const FeedbackPayload p = build_batch_feedback({{&fail, ""}, {&pass, source}});
+  EXPECT_EQ(p.verdict, "pass");
+  ASSERT_NE(section(p, "candidate 1 of 2: correctness"), nullptr);
+  ASSERT_NE(section(p, "candidate 2 of 2: benchmark"), nullptr);
+  const FeedbackSection* prof = section(p, "candidate 2 of 2: profile");
+  ASSERT_NE(prof, nullptr);
+  EXPECT_TRUE(has(prof->text, "`float v = x[threadIdx.x];`")) << "its own source is quoted";
+  const FeedbackBudgets whole;
+  for (const auto& s : p.sections)
+    EXPECT_LE(s.text.size(), std::max(kMinBatchSectionBytes, whole.correctness / 2)) << s.name;
+  EXPECT_EQ(build_batch_feedback({{&fail, ""}}).to_json(), build_feedback(fail).to_json());
+  EXPECT_EQ(build_batch_feedback({{&fail, ""}, {&fail, ""}}).verdict, build_feedback(fail).verdict);
 }
 
 TEST(FeedbackBuilder, PayloadIsDeterministic) {
-  const auto report = load_report("report_runtime_fail.json");
+  const auto report = h200_report();
   EXPECT_EQ(build_feedback(report).to_json().dump(), build_feedback(report).to_json().dump());
 }
 
-TEST(FeedbackBuilder, MalformedEvidenceIsSkippedNotFatal) {
+TEST(FeedbackBuilder, MalformedEvidenceIsNamedNotFatal) {
   evaluator::PublicReport r;
   r.gates = {
       {"build", evaluator::GateStatus::kFail, "compile failed", nlohmann::json::array({1, 2})},
@@ -151,7 +131,7 @@ TEST(FeedbackBuilder, MalformedEvidenceIsSkippedNotFatal) {
       {"correctness",
        evaluator::GateStatus::kFail,
        "bad",
-       {{"cases", {{{"pass", false}, {"case_spec", 5}, {"comparison", "x"}}}}}},
+       {{"suite", {{"failed", "one"}, {"first_failure", {{"spec", 5}, {"comparison", "x"}}}}}}},
       {"sanitizer", evaluator::GateStatus::kFail, "", {{"tools", {{{"hazards", {1}}}}}}},
       {"benchmark", evaluator::GateStatus::kPass, "", {{"shapes", {{{"states", 1}}}}}},
       {"roofline", evaluator::GateStatus::kFail, "implausible", nlohmann::json(nullptr)}};
@@ -159,6 +139,10 @@ TEST(FeedbackBuilder, MalformedEvidenceIsSkippedNotFatal) {
   ASSERT_NO_THROW(p = build_feedback(r));
   ASSERT_NE(section(p, "build"), nullptr);
   EXPECT_TRUE(has(section(p, "build")->text, "compile failed"));
+  EXPECT_TRUE(has(section(p, "build")->text, "kloop could not read part of this gate's evidence"));
+  EXPECT_TRUE(has(section(p, "correctness")->text, "suite.failed: expected an integer, got string"))
+      << section(p, "correctness")->text;
+  EXPECT_TRUE(has(section(p, "correctness")->text, "suite.first_failure.spec"));
   EXPECT_TRUE(has(section(p, "benchmark")->text, "roofline: implausible"));
 }
 
@@ -191,14 +175,10 @@ TEST(HoldoutWall, NoHoldoutShapeSeedOrValueAppearsInAnyRenderedPrompt) {
                                             holdout.marker};
   const prompts::PromptBuilder builder(rmsnorm::contract_json());
   std::vector<std::string> rendered = {builder.system_prompt(), builder.contract_prompt()};
-  for (const char* f :
-       {"report_build_fail.json", "report_runtime_fail.json", "report_pass_bench.json"}) {
-    FeedbackOptions opt;
-    opt.kernel_source = kKernel;
-    rendered.push_back(builder.feedback_prompt(build_feedback(load_report(f), opt), 2, 3));
-  }
+  for (const auto& report : {correctness_report(), h200_report()})
+    rendered.push_back(builder.feedback_prompt(build_feedback(report), 2, 3));
   // Public case shapes do flow into the feedback prompt, so the absence below is meaningful.
-  EXPECT_TRUE(has(rendered[3], "shape [3, 129]"));
+  EXPECT_TRUE(has(rendered[2], "shape [4, 16, 128]")) << rendered[2];
   for (const auto& text : rendered) {
     ASSERT_FALSE(text.empty());
     for (const auto& m : markers)

@@ -1,7 +1,11 @@
 // Integration tests of the real libcurl transport and both providers against a loopback HTTP
 // server (cpp-httplib) that speaks each API and injects faults: slow first byte past the timeout,
 // 429 with Retry-After, 500 then success, connection reset, truncated body, invalid JSON, a 50 MiB
-// body, an error that echoes the key, and cancellation mid-request.
+// body, an error that echoes the key, and cancellation mid-request; and the streaming cases: a
+// slow stream (usage only in its last chunk), a stream dropped mid-way then served whole, an
+// Anthropic `error` event (overloaded) then success, 529 with Retry-After, a spend-limit 429, a
+// 400 naming max_tokens, a stalled stream cut by the idle timeout, an unreachable server's
+// stop, an invalid UTF-8 body and a string token count. Every wait is bounded (at most ~2 s).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -81,6 +85,7 @@ private:
         last_headers_[k] = v;
     }
     const std::string ok = openai ? kOpenAiOk : kAnthropicOk;
+    if (stream_scenario(scenario, n, openai, req, res)) return;
     if (scenario == "ok") {
       res.set_content(ok, "application/json");
     } else if (scenario == "slow") {
@@ -125,6 +130,136 @@ private:
     }
   }
 
+  // A stream as the API sends it: the reply text in chunks, usage only at the end.
+  static std::vector<std::string> events(bool openai, const std::string& text) {
+    std::vector<std::string> out;
+    auto data = [](const nlohmann::json& j) { return "data: " + j.dump() + "\n\n"; };
+    if (openai) {
+      for (std::size_t i = 0; i < text.size(); i += 3)
+        out.push_back(data({{"choices",
+                             {{{"index", 0},
+                               {"delta", {{"content", text.substr(i, 3)}}},
+                               {"finish_reason", nullptr}}}}}));
+      out.push_back(data(
+          {{"choices",
+            {{{"index", 0}, {"delta", nlohmann::json::object()}, {"finish_reason", "stop"}}}}}));
+      out.push_back(data({{"choices", nlohmann::json::array()},
+                          {"usage", {{"prompt_tokens", 21}, {"completion_tokens", 9}}}}));
+      out.push_back("data: [DONE]\n\n");
+      return out;
+    }
+    auto ev = [&](const char* name, const nlohmann::json& j) {
+      return std::string("event: ") + name + "\n" + data(j);
+    };
+    out.push_back(ev("message_start",
+                     {{"type", "message_start"},
+                      {"message", {{"usage", {{"input_tokens", 21}, {"output_tokens", 1}}}}}}));
+    out.push_back(ev("content_block_start", {{"type", "content_block_start"},
+                                             {"index", 0},
+                                             {"content_block", {{"type", "text"}, {"text", ""}}}}));
+    for (std::size_t i = 0; i < text.size(); i += 3)
+      out.push_back(ev("content_block_delta",
+                       {{"type", "content_block_delta"},
+                        {"index", 0},
+                        {"delta", {{"type", "text_delta"}, {"text", text.substr(i, 3)}}}}));
+    out.push_back(ev("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}}));
+    out.push_back(ev("message_delta", {{"type", "message_delta"},
+                                       {"delta", {{"stop_reason", "end_turn"}}},
+                                       {"usage", {{"output_tokens", 9}}}}));
+    out.push_back(ev("message_stop", {{"type", "message_stop"}}));
+    return out;
+  }
+
+  // Streams `list` with `gap` between events; after `cut_after` events (when >= 0) it closes the
+  // connection without ending the chunked body.
+  void stream(httplib::Response& res, std::vector<std::string> list, std::chrono::milliseconds gap,
+              int cut_after = -1) {
+    res.set_chunked_content_provider(
+        "text/event-stream", [this, list = std::move(list), gap, cut_after,
+                              i = std::size_t{0}](size_t, httplib::DataSink& sink) mutable {
+          if (cut_after >= 0 && i == static_cast<std::size_t>(cut_after)) return false;
+          if (i == list.size()) {
+            sink.done();
+            return true;
+          }
+          if (i > 0) wait(gap);
+          if (stopping_) return false;
+          const std::string& e = list[i++];
+          return sink.write(e.data(), e.size());
+        });
+  }
+
+  bool stream_scenario(const std::string& scenario, int n, bool openai, const httplib::Request& req,
+                       httplib::Response& res) {
+    const auto body = nlohmann::json::parse(req.body, nullptr, false);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      last_bodies_[scenario] = body;
+    }
+    if (scenario == "sse_slow") { // 7 events 120 ms apart: longer than the idle limit in total
+      stream(res, events(openai, "streamed!"), 120ms);
+    } else if (scenario == "sse_drop" && n == 1) {
+      stream(res, events(openai, "dropped and resent"), 10ms, 3);
+    } else if (scenario == "sse_drop") {
+      stream(res, events(openai, "dropped and resent"), 1ms);
+    } else if (scenario == "sse_error" && n == 1) {
+      auto list = events(openai, "after overload");
+      list.resize(3);
+      list.push_back("event: error\ndata: {\"type\": \"error\", \"error\": {\"type\": "
+                     "\"overloaded_error\", \"message\": \"Overloaded\"}}\n\n");
+      stream(res, list, 1ms);
+    } else if (scenario == "sse_error") {
+      stream(res, events(openai, "after overload"), 1ms);
+    } else if (scenario == "idle") { // one event, then silence past the idle limit
+      auto list = events(openai, "x");
+      list.resize(2);
+      list.insert(list.begin() + 1, std::string(": keep quiet\n\n"));
+      stream(res, list, 1500ms);
+    } else if (scenario == "overloaded" && n == 1) {
+      res.status = 529;
+      res.set_header("retry-after", "1");
+      res.set_content(
+          R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})",
+          "application/json");
+    } else if (scenario == "overloaded") {
+      stream(res, events(openai, "served"), 1ms);
+    } else if (scenario == "spend") {
+      res.status = 429;
+      res.set_content(R"({"error":{"type":"rate_limit_error","message":"You have reached your )"
+                      R"(spend limit","details":{"error_code":"SPEND_LIMIT_EXCEEDED"}}})",
+                      "application/json");
+    } else if (scenario == "fieldname") {
+      if (body.is_object() && body.contains("max_tokens")) {
+        res.status = 400;
+        res.set_content(R"({"error":{"message":"Unsupported parameter: 'max_tokens' is not )"
+                        R"(supported with this model. Use 'max_completion_tokens' instead.",)"
+                        R"("type":"invalid_request_error","param":"max_tokens"}})",
+                        "application/json");
+      } else {
+        stream(res, events(openai, "field ok"), 1ms);
+      }
+    } else if (scenario == "badutf8") {
+      res.set_content(std::string(R"({"choices":[{"message":{"content":"caf)") + "\xe9\xff" +
+                          R"("},"finish_reason":"stop"}]})",
+                      "application/json");
+    } else if (scenario == "usagestring") {
+      res.set_content(R"({"choices":[{"message":{"content":"text"},"finish_reason":"stop"}],)"
+                      R"("usage":{"prompt_tokens":"12","completion_tokens":3}})",
+                      "application/json");
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+public:
+  nlohmann::json last_body(const std::string& scenario) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_bodies_[scenario];
+  }
+
+private:
+  std::map<std::string, nlohmann::json> last_bodies_;
   httplib::Server server_;
   int port_ = -1;
   std::thread thread_;
@@ -191,7 +326,8 @@ protected:
     c.api_key_env = "KLOOP_IT_KEY";
     c.model = "test-model";
     c.connect_timeout = 1000ms;
-    c.total_timeout = 3000ms;
+    c.request_timeout = 3000ms;
+    c.idle_timeout = 2000ms; // the streaming tests that need a short one set it
     c.retry.max_retries = 1;
     c.retry.initial_backoff = 10ms;
     c.retry.jitter_seed = 3;
@@ -238,7 +374,7 @@ TEST_F(HttpIntegration, AnthropicRoundTripSendsKeyAndVersion) {
 
 TEST_F(HttpIntegration, SlowFirstBytePastTheTimeoutEndsAsTimeout) {
   auto c = config(server.base("slow"));
-  c.total_timeout = 200ms;
+  c.request_timeout = 200ms;
   auto p = make_openai_provider(c, runtime());
   const ProviderResponse r = p->complete(request());
   EXPECT_EQ(r.outcome, ProviderOutcome::kTimeout) << r.error;
@@ -290,7 +426,11 @@ TEST_F(HttpIntegration, InvalidJsonIsABadResponseNotRetried) {
 }
 
 TEST_F(HttpIntegration, FiftyMebibyteBodyIsAbortedAtTheCap) {
-  auto p = make_openai_provider(config(server.base("huge")), runtime());
+  // Not streamed: the JSON cap (a stream may use 4 times it). The server compresses its body
+  // (brotli), so the bytes behind the cap cost time: the smaller cap keeps the test short.
+  auto c = config(server.base("huge"));
+  c.stream = false;
+  auto p = make_openai_provider(c, runtime());
   const ProviderResponse r = p->complete(request());
   EXPECT_EQ(r.outcome, ProviderOutcome::kTooLarge) << r.error;
   EXPECT_LE(r.exchange.response_body.size(), kDefaultMaxResponseBytes);
@@ -326,6 +466,131 @@ TEST_F(HttpIntegration, RefusedConnectionIsATransportError) {
   auto c = config("http://127.0.0.1:1/v1");
   auto p = make_openai_provider(c, runtime());
   EXPECT_EQ(p->complete(request()).outcome, ProviderOutcome::kTransport);
+}
+
+// ---- streaming and the services' own behaviours ----
+
+TEST_F(HttpIntegration, SlowStreamIsReadWholeWithUsageFromItsLastChunk) {
+  for (bool openai : {true, false}) {
+    SCOPED_TRACE(openai ? "openai" : "anthropic");
+    std::vector<std::string> lines;
+    auto rt = runtime();
+    rt.progress = [&](const std::string& s) { lines.push_back(s); };
+    rt.progress_every = 300ms;
+    auto c = config(server.base("sse_slow"));
+    c.idle_timeout = 400ms;
+    auto p = openai ? make_openai_provider(c, rt) : make_anthropic_provider(c, rt);
+    const auto start = std::chrono::steady_clock::now();
+    const ProviderResponse r = p->complete(request());
+    ASSERT_TRUE(r.ok()) << r.error;
+    // Longer in total than the 400 ms idle limit: data kept flowing, so it was not cut.
+    EXPECT_GE(std::chrono::steady_clock::now() - start, 600ms);
+    EXPECT_EQ(r.text, "streamed!");
+    EXPECT_TRUE(r.exchange.streamed);
+    EXPECT_EQ(r.usage.status, UsageStatus::kReported);
+    EXPECT_EQ(r.usage.input_tokens, 21);
+    EXPECT_EQ(r.usage.output_tokens, 9);
+    EXPECT_EQ(r.stop_reason, openai ? "stop" : "end_turn");
+    ASSERT_FALSE(lines.empty()); // progress while waiting
+    EXPECT_NE(lines.front().find("waiting for the reply"), std::string::npos) << lines.front();
+    const auto sent = server.last_body("sse_slow");
+    EXPECT_EQ(sent["stream"], true);
+    if (openai) {
+      EXPECT_EQ(sent["stream_options"]["include_usage"], true);
+    }
+  }
+}
+
+TEST_F(HttpIntegration, StreamDroppedMidWayIsRetriedWhole) {
+  for (bool openai : {true, false}) {
+    FaultServer s;
+    auto c = config(s.base("sse_drop"));
+    auto p = openai ? make_openai_provider(c, runtime()) : make_anthropic_provider(c, runtime());
+    const ProviderResponse r = p->complete(request());
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.text, "dropped and resent");
+    EXPECT_EQ(r.exchange.retries, 1);
+    EXPECT_EQ(s.hits("sse_drop"), 2);
+  }
+}
+
+TEST_F(HttpIntegration, AnthropicOverloadedErrorEventMidStreamIsRetriedWithBackoff) {
+  std::vector<std::string> lines;
+  auto rt = runtime();
+  rt.progress = [&](const std::string& s) { lines.push_back(s); };
+  auto p = make_anthropic_provider(config(server.base("sse_error")), rt);
+  const ProviderResponse r = p->complete(request());
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.text, "after overload");
+  EXPECT_EQ(r.exchange.retries, 1);
+  EXPECT_EQ(server.hits("sse_error"), 2);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("the stream reported overloaded_error"), std::string::npos) << lines[0];
+}
+
+TEST_F(HttpIntegration, Anthropic529HonoursRetryAfter) {
+  auto p = make_anthropic_provider(config(server.base("overloaded")), runtime());
+  const auto start = std::chrono::steady_clock::now();
+  const ProviderResponse r = p->complete(request());
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 1000ms);
+  EXPECT_EQ(r.exchange.retries, 1);
+}
+
+TEST_F(HttpIntegration, SpendLimit429IsNotRetriedAndStopsTheSession) {
+  auto p = make_openai_provider(config(server.base("spend")), runtime());
+  const ProviderResponse r = p->complete(request());
+  EXPECT_EQ(r.outcome, ProviderOutcome::kHttpError);
+  EXPECT_EQ(server.hits("spend"), 1);
+  EXPECT_TRUE(r.stop_session);
+  EXPECT_NE(r.error.find("spend limit or quota is reached; not retried"), std::string::npos)
+      << r.error;
+}
+
+TEST_F(HttpIntegration, A400NamingMaxTokensIsAnsweredOnceWithTheOtherField) {
+  auto p = make_openai_provider(config(server.base("fieldname")), runtime());
+  const ProviderResponse r = p->complete(request());
+  ASSERT_TRUE(r.ok()) << r.error;
+  EXPECT_EQ(r.text, "field ok");
+  EXPECT_EQ(server.hits("fieldname"), 2);
+  EXPECT_TRUE(server.last_body("fieldname").contains("max_completion_tokens"));
+  // Remembered: the next call sends the accepted field at once.
+  ASSERT_TRUE(p->complete(request()).ok());
+  EXPECT_EQ(server.hits("fieldname"), 3);
+}
+
+TEST_F(HttpIntegration, StalledStreamIsCutByTheIdleTimeoutAndRetriedOnce) {
+  auto c = config(server.base("idle"));
+  c.idle_timeout = 400ms;
+  auto p = make_openai_provider(c, runtime());
+  const auto start = std::chrono::steady_clock::now();
+  const ProviderResponse r = p->complete(request());
+  EXPECT_EQ(r.outcome, ProviderOutcome::kTimeout) << r.error;
+  EXPECT_NE(r.error.find("idle timeout"), std::string::npos) << r.error;
+  EXPECT_TRUE(r.stop_session);
+  EXPECT_EQ(server.hits("idle"), 2); // a timeout is retried once, not max_retries times
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2500ms);
+}
+
+TEST_F(HttpIntegration, UnreachableServerStopsTheSession) {
+  auto p = make_openai_provider(config("http://127.0.0.1:1/v1"), runtime());
+  const ProviderResponse r = p->complete(request());
+  EXPECT_EQ(r.outcome, ProviderOutcome::kTransport);
+  EXPECT_TRUE(r.stop_session);
+  EXPECT_NE(r.error.find("--request-timeout"), std::string::npos) << r.error;
+}
+
+TEST_F(HttpIntegration, InvalidUtf8BodyAndStringTokenCountAreBadResponsesNotCrashes) {
+  auto p = make_openai_provider(config(server.base("badutf8")), runtime());
+  const ProviderResponse r = p->complete(request());
+  EXPECT_EQ(r.outcome, ProviderOutcome::kBadResponse) << r.error;
+  EXPECT_NO_THROW(
+      (void)r.exchange.to_json().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  auto q = make_openai_provider(config(server.base("usagestring")), runtime());
+  const ProviderResponse u = q->complete(request());
+  EXPECT_EQ(u.outcome, ProviderOutcome::kBadResponse) << u.error;
+  EXPECT_EQ(u.usage.status, UsageStatus::kInvalid);
+  EXPECT_NE(u.error.find("usage.prompt_tokens is a string"), std::string::npos) << u.error;
 }
 
 } // namespace

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include "kernels/manifest.h"
 #include "kernels/rmsnorm/manifest.h"
 #include "kernels/rmsnorm/operator.h"
+#include "store/phase_view.h"
 #include "store/store.h"
 #include "tests/support/bench_result.h"
 #include "tests/support/test_files.h"
@@ -59,14 +61,24 @@ public:
   explicit ScriptedProvider(std::vector<std::string> replies) : replies_(std::move(replies)) {}
   std::string name() const override { return "fake"; }
   ProviderResponse complete(const ProviderRequest& request) override {
-    (void)request;
+    requests.push_back(request);
     ProviderResponse r;
-    r.text = replies_.at(std::min(calls, replies_.size() - 1));
     r.exchange.provider = "fake";
+    if (unreachable_call && calls == *unreachable_call) { // as HttpJsonProvider reports it
+      r.outcome = ProviderOutcome::kTransport;
+      r.error = "unreachable: POST http://127.0.0.1:1/v1/chat/completions failed (connect_error)";
+      r.exchange.error = r.error;
+      r.stop_session = true;
+      ++calls;
+      return r;
+    }
+    r.text = replies_.at(std::min(calls, replies_.size() - 1));
     ++calls;
     return r;
   }
   std::size_t calls = 0;
+  std::optional<std::size_t> unreachable_call; // this call fails, and asking again would too
+  std::vector<ProviderRequest> requests;       // every request, in order
 
 private:
   std::vector<std::string> replies_;
@@ -108,7 +120,20 @@ public:
   evaluator::Evaluation evaluate(const evaluator::Candidate& candidate) override {
     (void)candidate;
     if (before) before(calls);
-    return passing_evaluation(script_.at(calls++));
+    evaluator::Evaluation ev = passing_evaluation(script_.at(calls++));
+    // Phases as the pipeline records them (evaluator/phases.h), for the store's breakdown.
+    ev.phases = {{"build", 0, 1200, "", false, json::object()},
+                 {"correctness:public", 1300, 4000, "0", false, json::object()},
+                 {"worker_start", 1300, 600, "0", true, {{"mode", "correctness"}}},
+                 {"benchmark", 5300, 20000, "0", false, json::object()},
+                 {"benchmark:streaming:cold",
+                  5300,
+                  3000,
+                  "0",
+                  true,
+                  {{"states", 4}, {"rounds", 120}, {"stop", {{"noise", 3}, {"time_cap", 1}}}}}};
+    ev.wall_ms = 25300;
+    return ev;
   }
   std::function<void(std::size_t)> before;
   std::size_t calls = 0;
@@ -458,6 +483,138 @@ TEST_F(LoopPromotionTest, ASealedFileEditedDuringTheSessionIsRefusedAtTheFreeze)
   EXPECT_EQ(d.session.status, store::SessionStatus::kFailed);
   EXPECT_FALSE(d.promotion);
   EXPECT_TRUE(fs::exists(sealed(r.session_id, ".retired"))) << "the attempt counts as its use";
+}
+
+// ---- candidates per iteration (issue 26) ----
+
+// K = 2: four replies over two iterations, recorded as two candidates per iteration in order; the
+// second iteration's requests carry both first-iteration replies and the feedback on both; the
+// freeze looks at every candidate; each candidate keeps its phase record.
+TEST_F(LoopPromotionTest, SeveralCandidatesPerIterationAreRecordedInOrderAndFedBackTogether) {
+  ScriptedProvider provider({reply_with(good_manifest()), reply_with(restricted_manifest()),
+                             reply_with(restricted_manifest()), reply_with(good_manifest())});
+  ScriptedEvaluator evaluator({kSlowerOnOne, kFaster, kSlowerOnOne, kSlowerOnOne});
+  FakeHoldoutRunner holdout(GateStatus::kPass);
+  LoopOptions o = options(2);
+  o.candidates_per_iteration = 2;
+  const LoopResult r = run(o, provider, evaluator, holdout);
+  ASSERT_EQ(r.decision, "promoted") << r.reason;
+  ASSERT_EQ(r.iterations.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(r.iterations[i].index, static_cast<int>(i / 2));
+    EXPECT_EQ(r.iterations[i].candidate, static_cast<int>(i % 2));
+  }
+  EXPECT_EQ(r.frozen_iteration, 0) << "the one that clears the floor: iteration 1, candidate 2";
+  ASSERT_EQ(provider.requests.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(provider.requests[i].candidate, static_cast<int>(i % 2));
+    EXPECT_EQ(provider.requests[i].candidates, 2);
+  }
+  const ProviderRequest& second = provider.requests[2];
+  ASSERT_EQ(second.messages.size(), 3u);
+  EXPECT_NE(second.messages[1].content.find("### Candidate 1 of 2"), std::string::npos);
+  EXPECT_NE(second.messages[1].content.find("### Candidate 2 of 2"), std::string::npos);
+  EXPECT_NE(second.messages[1].content.find("\"x_rows\":\"contiguous\""), std::string::npos)
+      << "the second reply (restricted manifest) is in the assistant turn";
+  EXPECT_NE(second.messages[2].content.find("candidate 1 of 2: summary"), std::string::npos);
+  EXPECT_NE(second.messages[2].content.find("candidate 2 of 2: summary"), std::string::npos);
+  EXPECT_EQ(prompt_sha256(provider.requests[2]), prompt_sha256(provider.requests[3]));
+
+  const auto d = store_.load_session(r.session_id);
+  ASSERT_EQ(d.iterations.size(), 2u);
+  for (const auto& it : d.iterations) {
+    ASSERT_EQ(it.candidates.size(), 2u);
+    EXPECT_EQ(it.responses.size(), 2u);
+    EXPECT_EQ(it.candidates[0].candidate.ordinal, 0);
+    EXPECT_EQ(it.candidates[1].candidate.ordinal, 1);
+    EXPECT_EQ(it.iteration.notes["candidates"], 2);
+  }
+  EXPECT_EQ(json::parse(store_.blob(d.iterations[0].candidates[1].candidate.manifest_sha256)),
+            json::parse(restricted_manifest()));
+  ASSERT_TRUE(d.promotion && d.promotion->candidate_id);
+  EXPECT_EQ(*d.promotion->candidate_id, d.iterations[0].candidates[1].candidate.id);
+  // Every candidate's phases, and the session's totals (store/phase_view.h).
+  const store::PhaseSummary sum = store::phase_summary(d);
+  EXPECT_EQ(sum.candidates, 4);
+  EXPECT_DOUBLE_EQ(sum.wall_ms, 4 * 25300.0);
+  const auto row = [&](const std::string& name) {
+    for (const auto& t : sum.totals)
+      if (t.name == name) return t;
+    ADD_FAILURE() << "no row " << name;
+    return store::PhaseTotal{};
+  };
+  EXPECT_DOUBLE_EQ(row("benchmark").total_ms, 4 * 20000.0);
+  EXPECT_EQ(row("benchmark:streaming:cold").states, 16);
+  EXPECT_EQ(row("benchmark:streaming:cold").rounds, 480);
+  EXPECT_EQ(row("benchmark:streaming:cold").stop["noise"], 12);
+  EXPECT_TRUE(row("worker_start").nested);
+  EXPECT_EQ(store::candidate_phase_text(d.iterations[1].candidates[0]),
+            "    time 25.3 s: build 1.20 s, correctness 4.00 s, benchmark 20.00 s\n");
+  EXPECT_NE(store::phase_summary_text(d).find("benchmark:streaming:cold"), std::string::npos);
+  EXPECT_TRUE(d.to_json()["phase_summary"]["totals"].is_array());
+}
+
+// K = 2, the second request of iteration 1 fails in a way asking again would repeat (issue 22 item
+// 9): the iteration is recorded with its evaluated candidate and the failed exchange, each
+// candidate's reply notes under "replies", and the session stops failed and resumable.
+TEST_F(LoopPromotionTest, AProviderFailureThatWouldRepeatStopsASessionOfSeveralCandidates) {
+  ScriptedProvider provider({reply_with(good_manifest())});
+  provider.unreachable_call = 1;
+  ScriptedEvaluator evaluator({kFaster, kFaster, kFaster});
+  FakeHoldoutRunner holdout(GateStatus::kPass);
+  LoopOptions o = options(3);
+  o.candidates_per_iteration = 2;
+  const LoopResult r = run(o, provider, evaluator, holdout);
+  EXPECT_EQ(r.decision, "failed") << r.reason;
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(provider.calls, 2u) << "no request of iteration 2 is sent";
+  EXPECT_EQ(evaluator.calls, 1u);
+  EXPECT_NE(r.reason.find("iteration 1 (candidate 2) would fail the same way"), std::string::npos)
+      << r.reason;
+  EXPECT_NE(r.reason.find("--resume " + std::to_string(r.session_id)), std::string::npos)
+      << r.reason;
+  ASSERT_EQ(r.iterations.size(), 2u);
+  EXPECT_EQ(r.iterations[0].verdict, "pass");
+  EXPECT_EQ(r.iterations[1].verdict, "provider_error");
+  EXPECT_EQ(holdout.calls, 0);
+
+  const auto d = store_.load_session(r.session_id);
+  EXPECT_EQ(d.session.status, store::SessionStatus::kFailed);
+  EXPECT_TRUE(d.holdout_runs.empty());
+  ASSERT_EQ(d.iterations.size(), 1u);
+  const auto& it = d.iterations.front();
+  EXPECT_EQ(it.candidates.size(), 1u);
+  EXPECT_EQ(it.responses.size(), 2u);
+  const json& replies = it.iteration.notes["replies"];
+  ASSERT_TRUE(replies.is_array() && replies.size() == 2u) << it.iteration.notes.dump();
+  EXPECT_EQ(replies[0]["reply_outcome"], "ok");
+  EXPECT_EQ(replies[0]["usage"]["status"], "reported");
+  EXPECT_FALSE(replies[1].contains("reply_outcome")) << "no reply reached the format gate";
+}
+
+// A resumed session of K = 2 builds its next prompt from both candidates of its last committed
+// iteration.
+TEST_F(LoopPromotionTest, AResumedSessionFeedsBackEveryCandidateOfItsLastIteration) {
+  ScriptedProvider provider({reply_with(good_manifest()), reply_with(restricted_manifest())});
+  ScriptedEvaluator evaluator({kFaster, kFaster, kFaster, kFaster});
+  evaluator.before = [&](std::size_t call) {
+    if (call == 1) cancel_ = true; // Ctrl-C while the first iteration's second candidate runs
+  };
+  FakeHoldoutRunner holdout(GateStatus::kPass);
+  LoopOptions o = options(2);
+  o.candidates_per_iteration = 2;
+  const LoopResult first = run(o, provider, evaluator, holdout);
+  ASSERT_EQ(first.decision, "interrupted") << first.reason;
+  ASSERT_EQ(first.iterations.size(), 2u) << "both candidates of iteration 1 were evaluated";
+  cancel_ = false;
+  evaluator.before = nullptr;
+  o.resume_session = first.session_id;
+  const LoopResult r = run(o, provider, evaluator, holdout);
+  EXPECT_EQ(r.decision, "promoted") << r.reason;
+  ASSERT_EQ(provider.requests.size(), 4u);
+  const std::string& feedback = provider.requests[2].messages.at(2).content;
+  EXPECT_NE(feedback.find("candidate 1 of 2: summary"), std::string::npos) << feedback;
+  EXPECT_NE(feedback.find("candidate 2 of 2: summary"), std::string::npos) << feedback;
 }
 
 } // namespace

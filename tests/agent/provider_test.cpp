@@ -19,6 +19,9 @@ using testing::transport_failure;
 
 constexpr const char* kSecret = "sk-test-SECRET-0123456789abcdef";
 
+// No streaming, the classic max_tokens field: the request shape every server understands.
+const WireOptions kPlain{false, false, "max_tokens", true, false};
+
 ProviderRequest sample_request() {
   ProviderRequest r;
   r.system = "system text";
@@ -61,7 +64,7 @@ protected:
 };
 
 TEST(OpenAiJson, RequestCarriesSystemTurnsModelAndSampling) {
-  const auto j = openai_request_json(sample_request(), "default");
+  const auto j = openai_request_json(sample_request(), "default", kPlain);
   EXPECT_EQ(j["model"], "m-1");
   ASSERT_EQ(j["messages"].size(), 4u);
   EXPECT_EQ(j["messages"][0]["role"], "system");
@@ -73,7 +76,7 @@ TEST(OpenAiJson, RequestCarriesSystemTurnsModelAndSampling) {
   ProviderRequest no_model = sample_request();
   no_model.model.clear();
   no_model.system.clear();
-  const auto k = openai_request_json(no_model, "default");
+  const auto k = openai_request_json(no_model, "default", kPlain);
   EXPECT_EQ(k["model"], "default");
   EXPECT_EQ(k["messages"].size(), 3u); // no empty system message
 }
@@ -90,16 +93,22 @@ TEST(OpenAiJson, RejectsBodiesWithoutText) {
   EXPECT_FALSE(openai_parse_reply("not json").ok);
   EXPECT_FALSE(openai_parse_reply("[]").ok);
   EXPECT_FALSE(openai_parse_reply(R"({"choices":[]})").ok);
-  const ApiReply null_content =
+  // A null content is an empty reply when the token limit explains it (the reply parser then says
+  // the reply was cut), and a bad body when nothing does.
+  const ApiReply cut =
       openai_parse_reply(R"({"choices":[{"message":{"content":null},"finish_reason":"length"}]})");
+  EXPECT_TRUE(cut.ok);
+  EXPECT_TRUE(cut.truncated);
+  const ApiReply null_content =
+      openai_parse_reply(R"({"choices":[{"message":{"content":null},"finish_reason":"stop"}]})");
   EXPECT_FALSE(null_content.ok);
-  EXPECT_NE(null_content.error.find("length"), std::string::npos);
+  EXPECT_NE(null_content.error.find("stop"), std::string::npos);
   EXPECT_EQ(openai_error_message(R"({"error":{"message":"bad model","type":"x"}})"), "bad model");
   EXPECT_EQ(openai_error_message("<html>"), "");
 }
 
 TEST(AnthropicJson, RequestPutsSystemAtTopLevel) {
-  const auto j = anthropic_request_json(sample_request(), "default");
+  const auto j = anthropic_request_json(sample_request(), "default", kPlain);
   EXPECT_EQ(j["system"], "system text");
   EXPECT_EQ(j["model"], "m-1");
   ASSERT_EQ(j["messages"].size(), 3u);
@@ -107,7 +116,7 @@ TEST(AnthropicJson, RequestPutsSystemAtTopLevel) {
   EXPECT_EQ(j["max_tokens"], 1234);
   ProviderRequest no_system = sample_request();
   no_system.system.clear();
-  EXPECT_FALSE(anthropic_request_json(no_system, "d").contains("system"));
+  EXPECT_FALSE(anthropic_request_json(no_system, "d", kPlain).contains("system"));
 }
 
 TEST(AnthropicJson, ConcatenatesTextBlocksAndReadsUsage) {
@@ -247,7 +256,9 @@ TEST_F(ProviderTest, MapsTransportFailuresToOutcomesAfterRetries) {
     auto p = make_openai_provider(Harness::config(), h.runtime());
     const ProviderResponse r = p->complete(sample_request());
     EXPECT_EQ(r.outcome, outcome);
-    EXPECT_EQ(r.exchange.retries, 3);
+    // A timeout is retried once (a hung server does not cost max_retries deadlines).
+    EXPECT_EQ(r.exchange.retries, status == TransportStatus::kTimeout ? 1 : 3);
+    EXPECT_TRUE(r.stop_session); // unreachable: the loop stops instead of asking again
   }
 }
 

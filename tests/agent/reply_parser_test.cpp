@@ -1,5 +1,7 @@
-// Unit tests of the reply parser: one cuda and one json block make a candidate; anything else is a
-// `format` failure value whose message asks for exactly one of each.
+// Unit tests of the reply parser: one kernel block and one manifest make a candidate; anything else
+// is a `format` failure value whose message asks for exactly one of each. The styles real models
+// write (think blocks, reasoning fields, truncation, refusals, ...) are the reply corpus's
+// (reply_corpus_test).
 #include <gtest/gtest.h>
 
 #include "agent/reply_parser.h"
@@ -51,13 +53,19 @@ TEST(ReplyParser, IgnoresBlocksInOtherLanguages) {
 
 TEST(ReplyParser, MissingBlockIsFormatFailure) {
   expect_format_failure(parse_reply("```cuda\n" + kKernel + "```\n"), "0 json blocks");
-  expect_format_failure(parse_reply("I cannot help with that."), "0 cuda blocks");
-  expect_format_failure(parse_reply(""), "0 cuda blocks");
+  expect_format_failure(parse_reply("I cannot help with that."), "declines the task");
+  expect_format_failure(parse_reply("Use a block per row."), "0 cuda blocks");
+  expect_format_failure(parse_reply(""), "the reply is empty");
 }
 
-TEST(ReplyParser, TwoCodeBlocksIsFormatFailure) {
-  expect_format_failure(parse_reply(reply() + "\n```cuda\n// v2\n```\n"), "2 cuda blocks");
-  expect_format_failure(parse_reply(reply() + "\n```json\n{}\n```\n"), "2 json blocks");
+TEST(ReplyParser, TwoDifferentKernelBlocksOrManifestsAreAmbiguous) {
+  const std::string v2 = "extern \"C\" __global__ void rms_f32() { /* v2 */ }\n";
+  expect_format_failure(parse_reply(reply() + "\n```cuda\n" + v2 + "```\n"),
+                        "2 different cuda blocks");
+  EXPECT_EQ(parse_reply(reply() + "\n```cuda\n" + v2 + "```\n").outcome, ReplyOutcome::kAmbiguous);
+  expect_format_failure(parse_reply(reply() + "\n```json\n{}\n```\n"), "2 different json");
+  // A code block without a kernel (a build line, a host-side example) is not a second kernel.
+  EXPECT_TRUE(parse_reply(reply() + "\n```cuda\n// v2\n```\n").ok);
 }
 
 TEST(ReplyParser, UnterminatedFenceIsFormatFailure) {
@@ -83,7 +91,7 @@ TEST(ReplyParser, HugeReplyIsRejectedBySizeNotScanned) {
 }
 
 TEST(ReplyParser, OversizedKernelBlockIsFormatFailure) {
-  std::string big = "```cuda\n";
+  std::string big = "```cuda\n__global__ void k() {}\n";
   big.append(rmsnorm::kMaxSourceBytes + 10, 'a');
   big += "\n```\n```json\n{}\n```\n";
   expect_format_failure(parse_reply(big), "kernel.cu");

@@ -1,4 +1,4 @@
-// The loop's accounting of provider usage (issue 22 item 4): usage_from_json's shape of "usage that
+// The loop's accounting of provider usage (issue 22 item 4): read_usage's shape of "usage that
 // makes no sense", Budget's stop when the spend can no longer be counted, recorded_usage over a
 // stored session, and the reply parser's treatment of a manifest number that overflows a double.
 #include <gtest/gtest.h>
@@ -15,44 +15,55 @@ namespace {
 using nlohmann::json;
 
 TEST(UsageTest, SaneCountsAreRead) {
-  const auto u = usage_from_json(json{{"prompt_tokens", 300}, {"completion_tokens", 100}},
-                                 "prompt_tokens", "completion_tokens");
-  EXPECT_TRUE(u.invalid.empty());
+  const json usage{{"prompt_tokens", 300}, {"completion_tokens", 100}};
+  const auto u = read_usage(&usage, "prompt_tokens", "completion_tokens");
+  EXPECT_TRUE(u.known());
   EXPECT_EQ(u.input_tokens, 300);
   EXPECT_EQ(u.output_tokens, 100);
-  EXPECT_EQ(usage_from_json(json::object(), "a", "b").total(), 0) << "not reported: 0";
-  EXPECT_TRUE(usage_from_json(json("x"), "a", "b").invalid.empty()) << "no usage object";
+  const json empty = json::object();
+  const auto absent = read_usage(&empty, "a", "b");
+  EXPECT_EQ(absent.status, UsageStatus::kAbsent) << "not reported: unknown, not 0";
+  EXPECT_EQ(read_usage(nullptr, "a", "b").status, UsageStatus::kAbsent) << "no usage object";
 }
 
 TEST(UsageTest, CountsThatMakeNoSenseAreInvalidNeverZero) {
-  for (const json& bad : {json(1e30), json(-5), json(2.5), json("100"), json(nullptr),
+  for (const json& bad : {json(1e30), json(-5), json(2.5), json("100"),
                           json(std::uint64_t{1} << 40), json::array()}) {
-    const auto u = usage_from_json(json{{"prompt_tokens", bad}, {"completion_tokens", 1}},
-                                   "prompt_tokens", "completion_tokens");
-    EXPECT_NE(u.invalid.find("usage.prompt_tokens is " + bad.dump()), std::string::npos)
-        << u.invalid;
-    EXPECT_EQ(u.total(), 0);
+    const json usage{{"prompt_tokens", bad}, {"completion_tokens", 1}};
+    const auto u = read_usage(&usage, "prompt_tokens", "completion_tokens");
+    EXPECT_EQ(u.status, UsageStatus::kInvalid) << bad.dump();
+    EXPECT_NE(u.problem.find("usage.prompt_tokens"), std::string::npos) << u.problem;
+    EXPECT_FALSE(u.known());
   }
 }
 
-TEST(UsageTest, OpenAiReplyWithAbsurdUsageIsABadResponse) {
+TEST(UsageTest, OpenAiReplyWithAbsurdUsageIsNamedInvalid) {
   const auto r = openai_parse_reply(
-      R"({"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":1e30}})");
-  EXPECT_FALSE(r.ok);
-  EXPECT_NE(r.error.find("makes no sense"), std::string::npos) << r.error;
-  EXPECT_FALSE(r.usage.invalid.empty());
+      R"({"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":1e30,"completion_tokens":1}})");
+  EXPECT_EQ(r.usage.status, UsageStatus::kInvalid);
+  EXPECT_NE(r.usage.problem.find("prompt_tokens"), std::string::npos) << r.usage.problem;
 }
 
 TEST(UsageTest, BudgetStopsWhenTheSpendCannotBeCounted) {
+  const auto usage = [](std::int64_t in, std::int64_t out, const std::string& problem) {
+    TokenUsage u;
+    u.input_tokens = in;
+    u.output_tokens = out;
+    if (!problem.empty()) {
+      u.status = UsageStatus::kInvalid;
+      u.problem = problem;
+    }
+    return u;
+  };
   Budget limited(1000, std::nullopt);
-  limited.charge({400, 100, ""}, {});
+  limited.charge(usage(400, 100, ""), {});
   EXPECT_FALSE(limited.exhausted());
-  limited.charge({0, 0, "usage.prompt_tokens is -5"}, {});
+  limited.charge(usage(0, 0, "usage.prompt_tokens is -5"), {});
   EXPECT_EQ(limited.tokens_used(), 500) << "nothing added, nothing taken away";
   ASSERT_TRUE(limited.exhausted());
   EXPECT_NE(limited.exhausted()->find("cannot be checked"), std::string::npos);
   Budget unlimited(std::nullopt, std::nullopt);
-  unlimited.charge({0, 0, "usage.prompt_tokens is -5"}, {});
+  unlimited.charge(usage(0, 0, "usage.prompt_tokens is -5"), {});
   EXPECT_FALSE(unlimited.exhausted()) << "no limit: nothing to stop for";
   EXPECT_FALSE(unlimited.unknown_usage().empty());
 }
@@ -64,7 +75,7 @@ TEST(UsageTest, RecordedUsageSumsAStoredSessionAndNamesUnknownUsage) {
   auto used = recorded_usage(st.load_session(id));
   EXPECT_EQ(used.input_tokens, 200);
   EXPECT_EQ(used.output_tokens, 100);
-  EXPECT_TRUE(used.invalid.empty());
+  EXPECT_NE(used.status, UsageStatus::kInvalid);
   {
     auto step = st.begin_step();
     store::IterationRecord it{.session_id = id, .index = 2, .wall_ms = 1};
@@ -73,14 +84,16 @@ TEST(UsageTest, RecordedUsageSumsAStoredSessionAndNamesUnknownUsage) {
     step.commit();
   }
   used = recorded_usage(st.load_session(id));
-  EXPECT_EQ(used.invalid, "iteration 3: usage.prompt_tokens is 1e+30");
+  EXPECT_EQ(used.status, UsageStatus::kInvalid);
+  EXPECT_EQ(used.problem, "iteration 3: usage.prompt_tokens is 1e+30");
 }
 
 TEST(UsageTest, ReplyWhoseManifestOverflowsADoubleGoesToTheContractGate) {
   const auto p = parse_reply("```cuda\n__global__ void k() {}\n```\n```json\n{\"launch\": "
                              "{\"block_threads\": 1e999}}\n```\n");
   EXPECT_TRUE(p.ok) << p.error;
-  const auto not_object = parse_reply("```cuda\nx\n```\n```json\n[1e999]\n```\n");
+  const auto not_object =
+      parse_reply("```cuda\n__global__ void k() {}\n```\n```json\n[1e999]\n```\n");
   EXPECT_FALSE(not_object.ok);
   EXPECT_NE(not_object.error.find("not a JSON object"), std::string::npos) << not_object.error;
 }

@@ -44,9 +44,11 @@ TEST(ContractTest, BenchmarkSweepCoversRequiredShapesForAllDtypes) {
                            {16384, 4096},
                            {4096, 8192},
                            {2048, 16384}}) {
-      const bool found = std::any_of(shapes.begin(), shapes.end(), [&](const BenchShape& s) {
-        return s.rows == rows && s.h == h && s.dtype == d;
-      });
+      // Bindings by name: C++20 lambdas cannot capture a structured binding implicitly (clang).
+      const bool found =
+          std::any_of(shapes.begin(), shapes.end(), [&, r = rows, c = h](const BenchShape& s) {
+            return s.rows == r && s.h == c && s.dtype == d;
+          });
       EXPECT_TRUE(found) << rows << "x" << h << " " << dtype_name(d);
     }
   }

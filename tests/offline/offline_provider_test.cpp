@@ -52,5 +52,35 @@ TEST(OfflineProvider, SameSeedGivesTheSameReplies) {
               b.complete(request(i, "{\"gates\": []}")).text);
 }
 
+// `--candidates-per-iteration 3`: three distinct variants per call, each reply naming its own;
+// the next batch starts from the observed reports of the previous one.
+TEST(OfflineProvider, ABatchOfRequestsGetsDistinctVariants) {
+  OfflineProvider p(3);
+  std::vector<ProviderRequest> batch(3, request(0, "contract"));
+  for (int k = 0; k < 3; ++k) {
+    batch[k].candidate = k;
+    batch[k].candidates = 3;
+  }
+  const auto replies = p.complete_batch(batch);
+  ASSERT_EQ(replies.size(), 3u);
+  ASSERT_EQ(p.policy().history().size(), 3u);
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_TRUE(replies[k].ok());
+    EXPECT_NE(replies[k].text.find(rmsnorm::variant_name(p.policy().history()[k])),
+              std::string::npos);
+    EXPECT_EQ(nlohmann::json::parse(replies[k].exchange.request_body)["candidate"], k);
+  }
+  EXPECT_NE(replies[0].text, replies[1].text);
+  const nlohmann::json pending = {{"verdict", "pending_device_validation"},
+                                  {"gates", nlohmann::json::array()}};
+  for (int k = 0; k < 3; ++k)
+    p.observe_public_report(pending);
+  for (auto& r : batch)
+    r.iteration = 1;
+  const auto next = p.complete_batch(batch);
+  ASSERT_EQ(p.policy().history().size(), 6u);
+  EXPECT_TRUE(nlohmann::json::parse(next[0].exchange.request_body)["report_seen"]);
+}
+
 } // namespace
 } // namespace kloop::agent

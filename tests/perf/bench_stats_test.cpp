@@ -332,5 +332,29 @@ TEST(BenchStatsTest, PositionBiasWeighsOnCandidateBaselineAndAaPartnerAlike) {
   EXPECT_GT(noise_floor(paired_ratio(f["aa_kernel"], f["baseline_kernel"])), 0.08);
 }
 
+// Issue 26: the early stop on a settled decision. A clearly faster or slower candidate is settled
+// after a few cycles; the baseline against itself (as the A/A partner, centred on 1) is not, so
+// the calibration run keeps sampling to the noise rule; too few rounds never settle.
+TEST(BenchStatsTest, DecisionSettledOnlyWhenTheDecisionHoldsWithAMargin) {
+  const auto run = [](double cand, double aa, int rounds, std::uint64_t seed) {
+    return decision_settled(noisy(cand, 0.004, 2 * rounds, seed),
+                            noisy(1.0, 0.004, 2 * rounds, seed + 1),
+                            noisy(aa, 0.004, 2 * rounds, seed + 2), 12);
+  };
+  EXPECT_TRUE(run(0.90, 1.0, 24, 1)) << "10 % faster";
+  EXPECT_TRUE(run(1.10, 1.0, 24, 2)) << "10 % slower";
+  int settled = 0;
+  for (std::uint64_t seed = 10; seed < 60; seed += 5)
+    settled += run(1.0, 1.0, 60, seed); // the baseline against itself
+  EXPECT_EQ(settled, 0) << "a calibration state never stops early";
+  EXPECT_FALSE(run(0.90, 1.0, 6, 3)) << "fewer rounds than the minimum";
+  // The A/A pair offset by 3 % with little noise: a candidate within 0.5 % of the baseline stays
+  // indistinguishable however long it is sampled, so it is settled.
+  EXPECT_TRUE(run(1.0, 1.03, 60, 4));
+  std::vector<double> bad = noisy(1.0, 0.004, 48, 5);
+  bad[3] = 0;
+  EXPECT_FALSE(decision_settled(bad, noisy(1.0, 0.004, 48, 6), noisy(1.0, 0.004, 48, 7), 12));
+}
+
 } // namespace
 } // namespace kloop::evaluator::bench

@@ -49,8 +49,8 @@ TEST(GpuBenchTest, BaselineBenchmarkPassesBothGatesWithAllSamplesAndChecks) {
   const GpuRunResult r = run_mode("benchmark", "baseline", bench_options());
   ASSERT_EQ(r.status, GateStatus::kPass) << gputest::describe(r);
   const json& b = r.result.at("benchmark");
-  const GateResult bench = benchmark_gate(b);
-  const GateResult roof = roofline_gate(b);
+  const GateResult bench = benchmark_gate(rmsnorm::declaration(), b);
+  const GateResult roof = roofline_gate(rmsnorm::declaration(), b);
   EXPECT_EQ(bench.status, GateStatus::kPass) << bench.reason;
   EXPECT_EQ(roof.status, GateStatus::kPass) << roof.reason;
   const double ceiling = roof.evidence["copy_ceiling_tbps"].get<double>();
@@ -143,7 +143,7 @@ TEST(GpuBenchTest, SameKernelInEveryPathIsIndistinguishableColdAndWarm) {
                   st["state"].get<std::string>().c_str(), line.c_str());
     }
   }
-  const GateResult bench = benchmark_gate(b);
+  const GateResult bench = benchmark_gate(rmsnorm::declaration(), b);
   EXPECT_EQ(bench.status, GateStatus::kPass) << bench.reason;
   for (const json& shape : bench.evidence["shapes"]) {
     for (const json& st : shape["states"]) {
@@ -164,7 +164,8 @@ TEST(GpuBenchTest, WrongTimedOutputFailsTheBenchmarkGate) {
   // p6 ignores the weight: its timed outputs differ from the reference's (weights in [0.5, 1.5)).
   const GpuRunResult r = run_mode("benchmark", "corpus/p6_ignores_weight", bench_options());
   ASSERT_TRUE(r.result.contains("benchmark")) << gputest::describe(r);
-  EXPECT_EQ(benchmark_gate(r.result["benchmark"]).status, GateStatus::kFail);
+  EXPECT_EQ(benchmark_gate(rmsnorm::declaration(), r.result["benchmark"]).status,
+            GateStatus::kFail);
 }
 
 // Timed launches that write nothing must fail the timed output check. The buffer the candidate
@@ -173,7 +174,7 @@ TEST(GpuBenchTest, WrongTimedOutputFailsTheBenchmarkGate) {
 TEST(GpuBenchTest, TimedLaunchesThatWriteNothingFailTheOutputCheck) {
   const GpuRunResult r = run_mode("benchmark", "corpus/p1_output_never_written", bench_options());
   ASSERT_TRUE(r.result.contains("benchmark")) << gputest::describe(r);
-  const GateResult g = benchmark_gate(r.result["benchmark"]);
+  const GateResult g = benchmark_gate(rmsnorm::declaration(), r.result["benchmark"]);
   EXPECT_EQ(g.status, GateStatus::kFail);
   EXPECT_NE(g.reason.find("timed output of round"), std::string::npos) << g.reason;
   EXPECT_NE(g.reason.find("still hold the poison written before the round (all of them)"),

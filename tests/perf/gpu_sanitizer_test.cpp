@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -29,8 +30,16 @@ std::string sanitizer_path() {
   return ::access(p.c_str(), X_OK) == 0 ? p : std::string();
 }
 
+// How the gate runs its tools (issue 26, evaluator/throughput.h): one after another on every
+// case as before, or memcheck first with fail-fast and the three narrower tools at once. The
+// corpus must give the same verdicts, with the same tool reporting, in both.
+enum class Mode { kSequential, kFast };
+std::string mode_name(Mode m) {
+  return m == Mode::kFast ? "fast" : "sequential";
+}
+
 // Writes the request folder of `rel` (corpus/<name> or baseline) and runs the whole gate.
-GateResult sanitize(const std::string& rel) {
+GateResult sanitize(const std::string& rel, Mode mode = Mode::kSequential) {
   const gputest::TreeCandidate c = gputest::load_candidate(gputest::tree(rel));
   const fs::path dir =
       fs::temp_directory_path() / ("kloop-sanitize-" + c.name + "-" + std::to_string(::getpid()));
@@ -52,8 +61,10 @@ GateResult sanitize(const std::string& rel) {
   cfg.env = {{"PATH", "/usr/local/cuda/bin:/usr/bin:/bin"},
              {"HOME", dir.string()},
              {"TMPDIR", dir.string()}};
+  cfg.fail_fast = cfg.concurrent = mode == Mode::kFast;
+  cfg.request_files = {"kernel.cubin", "kernel.cu", "request.json"};
   std::map<std::string, std::string> reports;
-  GateResult g = run_gate(cfg, run_subprocess, &reports);
+  GateResult g = run_gate(cfg, run_subprocess, &reports); // thread-safe for the concurrent tools
   fs::remove_all(dir);
   return g;
 }
@@ -79,22 +90,26 @@ void require_sanitizer() {
 
 TEST(GpuSanitizerTest, BaselineIsCleanUnderAllFourToolsAndPoisoning) {
   require_sanitizer();
-  const GateResult g = sanitize("baseline");
-  EXPECT_EQ(g.status, GateStatus::kPass) << g.reason << "\n" << g.evidence.dump(1);
-  for (auto t : kTools)
-    EXPECT_EQ(tool(g, std::string(t))["outcome"], "clean") << t;
-  EXPECT_EQ(g.evidence["poison"]["status"], "pass");
-  EXPECT_FALSE(g.evidence["tool_version"].get<std::string>().empty());
+  for (Mode mode : {Mode::kSequential, Mode::kFast}) {
+    const GateResult g = sanitize("baseline", mode);
+    EXPECT_EQ(g.status, GateStatus::kPass) << mode_name(mode) << ": " << g.reason << "\n"
+                                           << g.evidence.dump(1);
+    for (auto t : kTools)
+      EXPECT_EQ(tool(g, std::string(t))["outcome"], "clean") << mode_name(mode) << " " << t;
+    EXPECT_EQ(g.evidence["poison"]["status"], "pass");
+    EXPECT_FALSE(g.evidence["tool_version"].get<std::string>().empty());
+  }
 }
 
 // Each corpus defect of tests/gpu/sanitizer_cases.h that a compute-sanitizer tool must catch:
-// rejected, with that tool reporting hazards (the multi-row race of P15 included).
-class GpuSanitizerCaseTest : public testing::TestWithParam<gputest::SanitizerCase> {};
+// rejected, with that tool reporting hazards (the multi-row race of P15 included), in both modes.
+class GpuSanitizerCaseTest
+    : public testing::TestWithParam<std::tuple<gputest::SanitizerCase, Mode>> {};
 
 TEST_P(GpuSanitizerCaseTest, DefectIsCaughtByItsTool) {
   require_sanitizer();
-  const gputest::SanitizerCase c = GetParam();
-  const GateResult g = sanitize("corpus/" + std::string(c.entry));
+  const auto [c, mode] = GetParam();
+  const GateResult g = sanitize("corpus/" + std::string(c.entry), mode);
   EXPECT_EQ(g.status, GateStatus::kFail) << g.reason;
   EXPECT_EQ(tool(g, std::string(c.tool))["outcome"], "hazards") << g.evidence.dump(1);
 }
@@ -106,10 +121,13 @@ std::vector<gputest::SanitizerCase> tool_cases() {
   return out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, GpuSanitizerCaseTest, testing::ValuesIn(tool_cases()),
-                         [](const testing::TestParamInfo<gputest::SanitizerCase>& info) {
-                           return std::string(info.param.entry);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Corpus, GpuSanitizerCaseTest,
+    testing::Combine(testing::ValuesIn(tool_cases()),
+                     testing::Values(Mode::kSequential, Mode::kFast)),
+    [](const testing::TestParamInfo<std::tuple<gputest::SanitizerCase, Mode>>& info) {
+      return std::string(std::get<0>(info.param).entry) + "_" + mode_name(std::get<1>(info.param));
+    });
 
 // Poisoning alone (no compute-sanitizer): the worker's sanitize mode through the real runner.
 TEST(GpuPoisonTest, UninitialisedSharedReadIsCaughtByPoisoningAndBaselineIsNot) {

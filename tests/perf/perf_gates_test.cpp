@@ -2,6 +2,7 @@
 // benchmark results with synthetic samples.
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -18,8 +19,10 @@ using nlohmann::json;
 json shape(std::int64_t rows, std::int64_t h, const char* dtype, double cand_ms, double base_ms) {
   return test_support::synthetic_bench_shape(rows, h, dtype, cand_ms, base_ms);
 }
-json result(json shapes) {
-  return test_support::synthetic_bench_result(std::move(shapes));
+// A vector, not a json: `json shapes = {one_json}` is an array under gcc but a copy of the one
+// element under clang (CWG 1467), and the gate reads "shapes" as an array.
+json result(const std::vector<json>& shapes) {
+  return test_support::synthetic_bench_result(json(shapes));
 }
 
 TEST(PerfGatesTest, FasterCandidateIsDecidedFasterWithNoiseFloorAndClasses) {
@@ -119,6 +122,20 @@ TEST(PerfGatesTest, MalformedWorkerResultIsInfraError) {
   r["shapes"][0]["states"][0]["samples"].erase("baseline_kernel");
   EXPECT_THROW(benchmark_gate(rmsnorm::declaration(), r), InfraError);
   EXPECT_THROW(roofline_gate(rmsnorm::declaration(), json{{"shapes", json::array()}}), InfraError);
+  // Wrong JSON types and a shape of no rows (found by the worker_result fuzz target): InfraError
+  // naming the key, never a json or std::invalid_argument exception.
+  for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{
+           {"rows", 0}, {"rows", "8"}, {"h", -1}, {"dtype", 3}, {"states", "cold"}}) {
+    json bad = result({shape(8, 4096, "float32", 0.004, 0.004)});
+    bad["shapes"][0][key] = value;
+    try {
+      (void)roofline_gate(rmsnorm::declaration(), bad);
+      (void)benchmark_gate(rmsnorm::declaration(), bad);
+      ADD_FAILURE() << key << " = " << value.dump() << " was accepted";
+    } catch (const InfraError& e) {
+      EXPECT_NE(std::string(e.what()).find("benchmark result"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(PerfGatesTest, RooflineReportsFractionOfCeilingPerClass) {

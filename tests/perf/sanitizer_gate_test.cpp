@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -152,6 +154,109 @@ TEST(SanitizerGateTest, RunGateRunsEveryToolWithErrorExitcodeAndKeepsReports) {
   EXPECT_NE(reports["racecheck"].find("Race reported"), std::string::npos);
   EXPECT_EQ(g.evidence["tool_version"], "2025.3.1.0");
   EXPECT_EQ(g.evidence["poison"]["status"], "pass");
+}
+
+// Issue 26: fail-fast and concurrent tools decide as the sequential gate does. The fake runner
+// answers each tool with a canned report (recorded from compute-sanitizer on the H200) and writes
+// the worker's result into the request folder it was given (the last argument).
+class SanitizerModesTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("kloop-sanitizer-modes-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "request.json") << "{\"mode\": \"sanitize\"}";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  GateConfig config(bool fail_fast, bool concurrent) const {
+    GateConfig c;
+    c.sanitizer_path = "/bin/true";
+    c.worker_argv = {"/w", dir_.string()};
+    c.work_dir = dir_.string();
+    c.worker_result_path = (dir_ / "result.json").string();
+    c.fail_fast = fail_fast;
+    c.concurrent = concurrent;
+    c.request_files = {"request.json"};
+    return c;
+  }
+
+  // Runs the gate with `reports` (tool -> fixture file) and returns it; `seen` gets every tool
+  // run's request folder.
+  GateResult run(const GateConfig& c, const std::map<std::string, std::string>& reports) {
+    seen.clear();
+    auto runner = [&](const std::vector<std::string>& argv, const SubprocessOptions&) {
+      ToolCall call;
+      call.argv = argv;
+      call.exit_code = 0;
+      if (argv.size() == 2) {
+        call.stdout_text = fixture("version.txt");
+        return call;
+      }
+      const std::string tool = argv[2];
+      const auto it = reports.find(tool);
+      const std::string file = it == reports.end() ? "clean.txt" : it->second;
+      std::ofstream(argv[6]) << fixture(file);
+      std::ofstream(argv.back() + "/result.json") << poison(true, true).dump();
+      if (file != "clean.txt") call.exit_code = kErrorExitCode;
+      std::lock_guard<std::mutex> lock(mu_);
+      seen[tool] = argv.back();
+      EXPECT_TRUE(std::filesystem::exists(argv.back() + "/request.json")) << tool;
+      return call;
+    };
+    return run_gate(c, runner, nullptr);
+  }
+
+  std::filesystem::path dir_;
+  std::map<std::string, std::string> seen; // tool -> the folder it ran in
+  std::mutex mu_;
+};
+
+TEST_F(SanitizerModesTest, FailFastStopsAfterMemcheckHazardsWithTheSameVerdict) {
+  const std::map<std::string, std::string> reports{{"memcheck", "memcheck_oob.txt"},
+                                                   {"racecheck", "racecheck_missing_barrier.txt"}};
+  const GateResult full = run(config(false, false), reports);
+  EXPECT_EQ(seen.size(), 4u);
+  const GateResult fast = run(config(true, false), reports);
+  EXPECT_EQ(seen.size(), 1u) << "only memcheck ran";
+  EXPECT_EQ(fast.status, GateStatus::kFail);
+  EXPECT_EQ(fast.status, full.status);
+  EXPECT_EQ(fast.reason, full.reason);
+  ASSERT_EQ(fast.evidence["tools"].size(), 4u);
+  EXPECT_EQ(fast.evidence["tools"][1]["outcome"], "not_run");
+  EXPECT_NE(fast.evidence["tools"][1]["reason"].get<std::string>().find("memcheck already"),
+            std::string::npos);
+}
+
+TEST_F(SanitizerModesTest, FailFastAfterALaterToolKeepsItsReason) {
+  const std::map<std::string, std::string> reports{{"racecheck", "racecheck_missing_barrier.txt"},
+                                                   {"initcheck", "initcheck_uninit_global.txt"}};
+  const GateResult full = run(config(false, false), reports);
+  const GateResult fast = run(config(true, false), reports);
+  EXPECT_EQ(seen.size(), 2u) << "memcheck and racecheck ran";
+  EXPECT_EQ(fast.status, full.status);
+  EXPECT_EQ(fast.reason, full.reason);
+  EXPECT_NE(fast.reason.find("racecheck"), std::string::npos) << fast.reason;
+}
+
+TEST_F(SanitizerModesTest, ConcurrentToolsRunInTheirOwnFoldersWithTheSameVerdict) {
+  for (const auto& reports : std::vector<std::map<std::string, std::string>>{
+           {},
+           {{"racecheck", "racecheck_missing_barrier.txt"}},
+           {{"synccheck", "synccheck_divergent.txt"}, {"initcheck", "initcheck_uninit_global.txt"}},
+           {{"memcheck", "memcheck_oob.txt"}}}) {
+    const GateResult sequential = run(config(false, false), reports);
+    const GateResult concurrent = run(config(false, true), reports);
+    EXPECT_EQ(concurrent.status, sequential.status);
+    EXPECT_EQ(concurrent.reason, sequential.reason);
+    ASSERT_EQ(concurrent.evidence["tools"].size(), 4u);
+    for (std::size_t i = 0; i < 4; ++i)
+      EXPECT_EQ(concurrent.evidence["tools"][i]["tool"], std::string(kTools[i]));
+    EXPECT_EQ(seen["memcheck"], dir_.string()) << "memcheck runs first, in the request folder";
+    for (const char* tool : {"racecheck", "initcheck", "synccheck"})
+      EXPECT_EQ(seen[tool], (dir_ / tool).string());
+    EXPECT_EQ(concurrent.evidence["poison"]["status"], "pass");
+  }
 }
 
 } // namespace

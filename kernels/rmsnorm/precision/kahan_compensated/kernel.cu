@@ -1,6 +1,7 @@
 // MUST PASS every gate (precision corpus, CASES.md Q7): each thread accumulates its squares with
 // Kahan's compensated summation and the block combines the (sum, compensation) pairs, a more
-// accurate order than the reference's; NVRTC does not reassociate without fast-math flags.
+// accurate order than the reference's; NVRTC does not reassociate without fast-math flags. A sum
+// that overflows drops its compensation (inf - inf would turn the row into NaN).
 // One block of 256 threads per row, any row stride.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -25,7 +26,9 @@ __device__ void rmsnorm(const T* x, const T* w, T* y, long long rows, int H, lon
     const float v = widen(xr[j]);
     const float term = __fmul_rn(v, v) - comp;
     const float next = __fadd_rn(sum, term);
-    comp = __fsub_rn(__fsub_rn(next, sum), term);
+    // Once the sum overflows (|x| near 1e19 in float32) the compensation is inf - inf: drop it,
+    // so the row reads as the reference's overflowed sum (scale 0), not as NaN.
+    comp = isfinite(next) ? __fsub_rn(__fsub_rn(next, sum), term) : 0.f;
     sum = next;
   }
   sums[threadIdx.x] = __fsub_rn(sum, comp);
@@ -35,7 +38,7 @@ __device__ void rmsnorm(const T* x, const T* w, T* y, long long rows, int H, lon
     for (int i = 0; i < 256; ++i) {
       const float term = __fsub_rn(sums[i], c);
       const float next = __fadd_rn(s, term);
-      c = __fsub_rn(__fsub_rn(next, s), term);
+      c = isfinite(next) ? __fsub_rn(__fsub_rn(next, s), term) : 0.f;
       s = next;
     }
     sums[0] = s;
