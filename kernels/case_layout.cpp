@@ -2,6 +2,7 @@
 #include "kernels/case_layout.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -127,6 +128,19 @@ HostTensor make_rows_view(DType dtype, const std::vector<std::int64_t>& outer, s
                                      std::move(v.shape), std::move(v.strides), v.offset);
   fill_storage_nan(x);
   return x;
+}
+
+std::string dims_text(const std::vector<std::int64_t>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+std::string value_text(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{:.9g}", v);
 }
 
 SpecFields::SpecFields(const nlohmann::json& j) : j_(j) {

@@ -86,6 +86,11 @@ HostTensor make_rows_view(DType dtype, const std::vector<std::int64_t>& outer, s
 // Writes NaN into every element of `t`'s storage (views included).
 void fill_storage_nan(const HostTensor& t);
 
+// "[4, 16, 128]": a shape or stride list as the feedback prints it.
+std::string dims_text(const std::vector<std::int64_t>& v);
+// A value as the feedback prints it: "nan", "inf", "-inf", or 9 significant digits.
+std::string value_text(double v);
+
 // The name of `value` in a (value, name) table of a case spec's enum field; "unknown" if absent.
 template <typename E, std::size_t N>
 std::string_view enum_name(const std::array<std::pair<E, std::string_view>, N>& table, E value) {

@@ -4,6 +4,8 @@
 #include <array>
 #include <utility>
 
+#include <fmt/format.h>
+
 namespace kloop::softmax {
 
 namespace {
@@ -86,6 +88,21 @@ CaseSpec CaseSpec::from_json(const nlohmann::json& j) {
   s.invalid = f.choice(kInvalids, "invalid");
   s.seed = f.seed("seed");
   return s;
+}
+
+std::string describe_inputs(const CaseSpec& s) {
+  const op::RowsViewLayout v = op::rows_view_layout(s.outer, s.n, s.layout, s.gap, s.offset);
+  std::string out = fmt::format(
+      "  x: {}, outer shape {}, N {}, layout {}: shape {}, strides {} (elements), storage offset "
+      "{}",
+      dtype_name(s.dtype), op::dims_text(s.outer), s.n, op::layout_kind_name(s.layout),
+      op::dims_text(v.shape), op::dims_text(v.strides), v.offset);
+  if (s.layout == LayoutKind::kSlicedGaps) out += fmt::format(", gap {}", s.gap);
+  out += fmt::format("\n  values: {}\n", value_family_name(s.values));
+  if (s.invalid != InvalidKind::kNone)
+    out += fmt::format("  an invalid call ({}): it must raise the declared error\n",
+                       invalid_kind_name(s.invalid));
+  return out;
 }
 
 } // namespace kloop::softmax

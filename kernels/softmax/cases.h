@@ -86,6 +86,11 @@ struct CaseSpec {
 // n, offset, gap or outer dim.
 op::CallArgs materialize(const CaseSpec& spec);
 
+// The inputs of a case in words (the feedback on a failing case, op::Operator::describe_case):
+// "  x: bfloat16, outer shape [3], N 129, layout sliced_gaps: shape [3, 129], strides [132, 1]
+// (elements), storage offset 0, gap 3", then the value family and, for an invalid call, its kind.
+std::string describe_inputs(const CaseSpec& spec);
+
 // The public suite for all three dtypes (about 3e7 elements, so the float64 CPU reference runs in
 // seconds), including the invalid calls.
 std::vector<CaseSpec> public_cases(std::uint64_t seed);

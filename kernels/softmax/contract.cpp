@@ -148,6 +148,37 @@ nlohmann::json build_contract() {
 
 } // namespace
 
+// The contract prompt's row_softmax/1 paragraphs (kernels/operator.h, PromptText).
+op::PromptText prompt_text() {
+  op::PromptText t;
+  t.accuracy_intro =
+      R"(outputs are compared against a float64 reference rounded to the output dtype, with a
+tolerance declared before any candidate runs:)";
+  t.accuracy_notes =
+      R"(The tolerance accepts what honest kernels do differently: any float32 (or wider) summation
+order, one online pass (a running max and a sum rescaled when it grows) or separate max and sum
+passes, expf or __expf, a multiply by 1 / sum instead of the division, and the log-sum-exp form
+exp(x - max - log(sum)). These stay within 2 ulps of a float16/bfloat16 output and within 1e-4
+relative for float32; a float16 or bfloat16 accumulator, a missing max subtraction, a running max
+started at 0, or a row that is not NaN where the non-finite rules say so, does not. A row that
+starts with -inf elements must not turn into NaN: an online pass that subtracts a running max of
+-inf from -inf poisons the sum. A failure names the element (row, column), the expected and
+actual values, the error in ulps of the output dtype and the bound.)";
+  t.example_manifest = R"({
+  "contract": "row_softmax/1",
+  "entry_points": {"float32": "sm_f32", "float16": "sm_f16", "bfloat16": "sm_bf16"},
+  "launch": {"block_threads": 512, "rows_per_block": 1, "grid": "persistent",
+             "dynamic_smem": {"fixed_bytes": 0, "bytes_per_n": 0}},
+  "dispatch": {"n_min": 1, "n_max": 16777216, "n_multiple_of": 1,
+               "x_rows": "any_stride", "alignment_bytes": 2},
+  "target": "sm_90",
+  "known_limits": "what the fast path does not cover, in one or two sentences",
+  "build_command": "the nvcc or NVRTC command line you expect, for the record",
+  "claimed_target": "the hardware you tuned for, e.g. H100 SXM"
+})";
+  return t;
+}
+
 const nlohmann::json& contract_json() {
   static const nlohmann::json contract = build_contract();
   return contract;

@@ -35,4 +35,7 @@ const nlohmann::json& contract_json();
 // "row_softmax/1".
 std::string contract_id();
 
+// The contract prompt's row_softmax/1 paragraphs (kernels/operator.h, PromptText).
+op::PromptText prompt_text();
+
 } // namespace kloop::softmax

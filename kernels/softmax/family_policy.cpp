@@ -2,6 +2,7 @@
 #include "kernels/softmax/family_policy.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -120,16 +121,62 @@ PolicyDecision OfflinePolicy::decide(const ReportDigest& d) {
                   "per row)");
   const Variant prev = history_.back();
   if (d.present && d.failed_gate.empty() && d.verdict != "reject") last_passing_ = prev;
-  for (const auto& [rule, v] : moves_after(d, prev))
-    if (!validate(v) && !tried(v)) return finish(v, {rule}, "rule fired on the previous report");
-  std::vector<Variant> pool;
-  for (const Variant& v : all_variants())
-    if (!tried(v)) pool.push_back(v);
-  if (!pool.empty())
-    return finish(pool[random() % pool.size()], {"explore:random_untried"},
-                  "rules proposed only tried members; exploring the curated set");
-  return finish(last_passing_.value_or(all_variants().front()), {"done:resubmit_best"},
-                "every curated member was tried; resubmitting the last passing one");
+  return pick(moves_after(d, prev), 1).front();
+}
+
+std::vector<PolicyDecision>
+OfflinePolicy::next_batch(const std::vector<const nlohmann::json*>& reports, int count) {
+  if (count < 1) count = 1;
+  if (count == 1 && reports.size() <= 1) return {next(reports.empty() ? nullptr : reports.front())};
+  if (history_.empty()) {
+    std::vector<PolicyDecision> out{decide(ReportDigest{})};
+    ReportDigest passed; // the rest of the first batch: where the safe default's pass leads
+    passed.present = true;
+    passed.verdict = "pass";
+    for (auto& d : pick(moves_after(passed, history_.back()), count - 1))
+      out.push_back(std::move(d));
+    return out;
+  }
+  // The reports are about the last reports.size() members, in order.
+  const std::size_t n = std::min(reports.size(), history_.size());
+  const std::size_t first = history_.size() - n;
+  std::optional<std::size_t> focus;
+  double best = -1;
+  ReportDigest focus_digest;
+  for (std::size_t i = 0; i < n; ++i) {
+    const ReportDigest d = reports[i] ? digest_report(*reports[i]) : ReportDigest{};
+    if (!d.present || !d.failed_gate.empty() || d.verdict == "reject") continue;
+    last_passing_ = history_[first + i];
+    const double g = op::geomean_speedup(*reports[i]);
+    if (!focus || g > best) focus = i, best = g, focus_digest = d;
+  }
+  if (!focus && n > 0) {
+    focus = n - 1;
+    focus_digest = reports[n - 1] ? digest_report(*reports[n - 1]) : ReportDigest{};
+  }
+  return pick(moves_after(focus_digest, focus ? history_[first + *focus] : history_.back()), count);
+}
+
+std::vector<PolicyDecision>
+OfflinePolicy::pick(const std::vector<std::pair<std::string, Variant>>& moves, int count) {
+  std::vector<PolicyDecision> out;
+  for (const auto& [rule, v] : moves) {
+    if (static_cast<int>(out.size()) >= count) return out;
+    if (!validate(v) && !tried(v)) out.push_back(finish(v, {rule}, "rule fired on the report"));
+  }
+  while (static_cast<int>(out.size()) < count) {
+    std::vector<Variant> pool;
+    for (const Variant& v : all_variants())
+      if (!tried(v)) pool.push_back(v);
+    if (!pool.empty()) {
+      out.push_back(finish(pool[random() % pool.size()], {"explore:random_untried"},
+                           "rules proposed only tried members; exploring the curated set"));
+      continue;
+    }
+    out.push_back(finish(last_passing_.value_or(all_variants().front()), {"done:resubmit_best"},
+                         "every curated member was tried; resubmitting the last passing one"));
+  }
+  return out;
 }
 
 } // namespace kloop::softmax

@@ -1,6 +1,6 @@
 // The offline generator's policy for the softmax family: reads the previous public report (the
-// JSON of evaluator::PublicReport; the digest is RMSNorm's report reader, which knows nothing of
-// RMSNorm) and picks the next member of the family (family.h). Deterministic for a seed: no
+// JSON of evaluator::PublicReport, through kernels/report_digest.h) and picks the next member of
+// the family (family.h). Deterministic for a seed: no
 // clock, its own PRNG (splitmix64), history kept in the object. Rules, in order:
 //   first:safe_default          no report yet: all_variants()[0] (scalar, two passes, a warp per
 //                               row on a per-rows grid)
@@ -25,15 +25,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/rmsnorm/family_policy.h"
+#include "kernels/report_digest.h"
 #include "kernels/softmax/family.h"
 
 namespace kloop::softmax {
 
 // The digest of a public report (verdict, first failed gate, spills, per-class fractions of the
 // copy ceiling, speed-up against the baseline, dominant stall, slower dtypes).
-using ReportDigest = rmsnorm::ReportDigest;
-using rmsnorm::digest_report;
+using ReportDigest = op::ReportDigest;
+using op::digest_report;
 
 // One decision: the variant, the rules that fired and a rationale.
 struct PolicyDecision {
@@ -57,6 +57,14 @@ public:
   PolicyDecision next(const nlohmann::json* report);
   // The same from a report's digest (digest_report(report); an empty digest: no report).
   PolicyDecision decide(const ReportDigest& digest);
+  // `count` members at once (`--candidates-per-iteration`). `reports` are the public reports of
+  // the previous batch, in its order (empty on the first call). The moves start from the best
+  // member of that batch (passing, highest geometric-mean speed-up, earliest), else its last; the
+  // first `count` valid untried moves in rule order are taken, then untried curated members
+  // (PRNG), then the last passing one. The first batch is the safe default followed by the moves
+  // its pass leads to. With at most one report and count 1 it is next().
+  std::vector<PolicyDecision> next_batch(const std::vector<const nlohmann::json*>& reports,
+                                         int count);
 
   const std::vector<Variant>& history() const { return history_; }
   // Last variant whose report had no failed gate; nullopt before the first.
@@ -68,6 +76,9 @@ private:
   // The rules' moves after report `d` on variant `prev`, in rule order.
   std::vector<std::pair<std::string, Variant>> moves_after(const ReportDigest& d,
                                                            const Variant& prev) const;
+  // The first `count` valid untried moves, then exploration, then the last passing member.
+  std::vector<PolicyDecision> pick(const std::vector<std::pair<std::string, Variant>>& moves,
+                                   int count);
   PolicyDecision finish(Variant v, std::vector<std::string> rules, const std::string& why);
 
   std::uint64_t rng_state_;

@@ -7,6 +7,7 @@
 
 #include "kernels/softmax/cases.h"
 #include "kernels/softmax/contract.h"
+#include "kernels/softmax/family_policy.h"
 #include "kernels/softmax/reference.h"
 
 namespace kloop::softmax {
@@ -91,6 +92,18 @@ public:
   std::vector<nlohmann::json> search_pool(std::uint64_t seed, int cases, int holdout_style_cases,
                                           std::int64_t max_case_elements) const override {
     return specs_json(search_pool_cases(seed, cases, holdout_style_cases, max_case_elements));
+  }
+  op::CaseDescription describe_case(const nlohmann::json& spec) const override {
+    const CaseSpec s = CaseSpec::from_json(spec);
+    return {s.family, s.dtype, s.n, describe_inputs(s)};
+  }
+  op::PromptText prompt_text() const override { return softmax::prompt_text(); }
+  std::unique_ptr<op::OfflineGenerator> offline_generator(std::uint64_t seed) const override {
+    return std::make_unique<op::FamilyGenerator<OfflinePolicy>>(seed, [](const PolicyDecision& d) {
+      GeneratedCandidate g = generate(d.variant, d.rationale);
+      return op::OfflineCandidate{std::move(g.kernel_cu), std::move(g.manifest_json),
+                                  std::move(g.name), std::move(g.rationale), d.rules};
+    });
   }
 };
 

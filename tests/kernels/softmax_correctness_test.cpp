@@ -15,6 +15,9 @@
 #include <gtest/gtest.h>
 
 #include "evaluator/correctness.h"
+#include "evaluator/device_gates.h"
+#include "evaluator/gpu_runner.h"
+#include "feedback/sections.h"
 #include "kernels/dispatch.h"
 #include "kernels/manifest.h"
 #include "kernels/softmax/cases.h"
@@ -330,6 +333,36 @@ TEST(SoftmaxCorrectnessTest, ToleranceAcceptsTwoOutputUlpsAndRejectsARelativeShi
   };
   EXPECT_TRUE(evaluator::compare(scaled32(1 + 5e-5), e32, op.tolerance(DType::kFloat32, 1)).pass);
   EXPECT_FALSE(evaluator::compare(scaled32(1 + 3e-4), e32, op.tolerance(DType::kFloat32, 1)).pass);
+}
+
+// The feedback on a failing softmax case names the case as row_softmax/1 describes it: the
+// correctness gate made from the batch result the GPU worker writes (correctness_batch_result,
+// classify_gpu_run, correctness_gate_from) of a "safe softmax" (zeros for an all -inf row),
+// judged by the correctness core on the public all -inf cases.
+TEST(SoftmaxCorrectnessTest, FeedbackDescribesTheFailingSoftmaxCase) {
+  Emulation e;
+  e.defect = Defect::kZeroMaskedRow;
+  const evaluator::SuiteResult suite =
+      evaluator::run_suite(operator_instance(), emulated(e), public_specs("all_neg_inf-6x129"),
+                           /*stop_at_first_failure=*/true);
+  ASSERT_FALSE(suite.pass);
+  const nlohmann::json result =
+      evaluator::correctness_batch_result(suite, nlohmann::json::object());
+  evaluator::GateResult gate = evaluator::correctness_gate_from(
+      evaluator::classify_gpu_run(evaluator::kGpuWorkerOk, 0, false, result, nullptr));
+  for (bool with_contract : {false, true}) {
+    if (with_contract) gate.evidence["reference_sha256"] = operator_instance().contract_sha256();
+    const std::string text = feedback::detail::correctness_section(gate);
+    for (const char* fact :
+         {"first failing public case: all_neg_inf-6x129-float32", "(family values)",
+          "x: float32, outer shape [6], N 129, layout "
+          "contiguous: shape [6, 129], strides [129, 1]",
+          "values: all_neg_inf",
+          "first non-finite mismatch at flat index 0 "
+          "(row 0, column 0)"})
+      EXPECT_NE(text.find(fact), std::string::npos) << fact << "\n" << text;
+    EXPECT_EQ(text.find("evidence"), std::string::npos) << "no reading problem\n" << text;
+  }
 }
 
 } // namespace
