@@ -241,6 +241,7 @@ DirRun run_tool(const GateConfig& config, const ProcessRunner& runner, std::stri
   const std::string log = dir + "/sanitizer-" + std::string(tool) + ".log";
   ::unlink(log.c_str());
   ::unlink(result_path.c_str());
+  if (config.prepare_folder) config.prepare_folder(tool, dir);
   SubprocessOptions o = opts;
   o.cwd = dir;
   const ToolCall call = runner(tool_command(config.sanitizer_path, tool, log, worker_argv), o);

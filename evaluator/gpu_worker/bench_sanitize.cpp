@@ -50,6 +50,11 @@ ModeOutcome run_sanitize(const json& req, const LoadedCandidate& cand,
                         ? req["sanitize"]
                         : req.value("options", json::object()).value("sanitize", json::object());
   const json cases = spec.value("cases", default_cases());
+  // shared_scrub false (the racecheck run, evaluator/throughput.h racecheck_scrub): no scrub
+  // kernel before the launches. racecheck tracks shared-memory accesses, not values, and the
+  // poisoning verdict is read from the memcheck run alone, so the scrub only costs time there:
+  // its stores to every SM's whole shared memory are what racecheck spent most of its time on.
+  const bool scrub = spec.value("shared_scrub", true);
   const int blocks = std::max(1, device.sm_count) * spec.value("scrub_blocks_per_sm", 2);
   const int smem = static_cast<int>(device.max_dynamic_smem_optin);
   Stream stream;
@@ -92,7 +97,7 @@ ModeOutcome run_sanitize(const json& req, const LoadedCandidate& cand,
     std::string why;
     for (std::uint32_t pattern : kPatterns) {
       DeviceBuffer y(y_elems * es); // fresh, never written before the candidate
-      check(scrub_shared(pattern, blocks, smem, s), "scrub shared memory");
+      if (scrub) check(scrub_shared(pattern, blocks, smem, s), "scrub shared memory");
       const cudaError_t e = pc->launch(x.data(), w.data(), y.data(), s);
       if (e != cudaSuccess) {
         if (is_sticky(e)) throw StickyFault{e, "candidate launch (" + name + ")"};
@@ -127,7 +132,8 @@ ModeOutcome run_sanitize(const json& req, const LoadedCandidate& cand,
     }
     out.push_back(item);
   }
-  extra["poison"] = {{"patterns", {"0xffffffff", "0x42424242"}},
+  extra["poison"] = {{"scrubbed", scrub},
+                     {"patterns", {"0xffffffff", "0x42424242"}},
                      {"scrub_blocks", blocks},
                      {"scrub_smem_bytes", smem},
                      {"cases", out}};

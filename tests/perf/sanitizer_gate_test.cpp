@@ -201,6 +201,7 @@ protected:
       if (file != "clean.txt") call.exit_code = kErrorExitCode;
       std::lock_guard<std::mutex> lock(mu_);
       seen[tool] = argv.back();
+      request[tool] = test_support::read_file(argv.back() + "/request.json");
       EXPECT_TRUE(std::filesystem::exists(argv.back() + "/request.json")) << tool;
       return call;
     };
@@ -208,7 +209,8 @@ protected:
   }
 
   std::filesystem::path dir_;
-  std::map<std::string, std::string> seen; // tool -> the folder it ran in
+  std::map<std::string, std::string> seen;    // tool -> the folder it ran in
+  std::map<std::string, std::string> request; // tool -> the request.json its worker read
   std::mutex mu_;
 };
 
@@ -256,6 +258,25 @@ TEST_F(SanitizerModesTest, ConcurrentToolsRunInTheirOwnFoldersWithTheSameVerdict
     for (const char* tool : {"racecheck", "initcheck", "synccheck"})
       EXPECT_EQ(seen[tool], (dir_ / tool).string());
     EXPECT_EQ(concurrent.evidence["poison"]["status"], "pass");
+  }
+}
+
+// The racecheck run without the shared-memory scrub (device_gates.cpp): prepare_folder writes each
+// tool's request into the folder that tool runs in, before it runs, sequentially (one folder, so
+// every tool must get its own request back) and concurrently.
+TEST_F(SanitizerModesTest, PrepareFolderGivesEachToolItsOwnRequest) {
+  for (const bool concurrent : {false, true}) {
+    GateConfig c = config(false, concurrent);
+    c.prepare_folder = [](std::string_view tool, const std::string& folder) {
+      std::ofstream(folder + "/request.json", std::ios::trunc)
+          << "{\"scrub\": " << (tool == "racecheck" ? "false" : "true") << "}";
+    };
+    const GateResult g = run(c, {});
+    EXPECT_EQ(g.status, GateStatus::kPass) << g.reason;
+    ASSERT_EQ(request.size(), 4u);
+    for (const auto& [tool, text] : request)
+      EXPECT_EQ(text, tool == "racecheck" ? "{\"scrub\": false}" : "{\"scrub\": true}")
+          << tool << (concurrent ? " (concurrent)" : " (sequential)");
   }
 }
 
