@@ -268,12 +268,9 @@ nlohmann::json stalls_from_pcsample(const nlohmann::json& pc) {
     return evidence::StallEvidence{"infra_error",
                                    "the worker's pcsample result is not a JSON object"}
         .to_json();
-  // Read field by field with type checks (store/text_view.h): a worker result of another shape
+  // Read field by field with type checks (store/json_at.h): a worker result of another shape
   // gives zeros and empty lists, never a type_error out of the benchmark gate.
-  auto count = [](const nlohmann::json& j, const char* key) -> std::int64_t {
-    const auto it = j.find(key);
-    return it != j.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
-  };
+  const auto count = [](const nlohmann::json& j, const char* key) { return store::int_at(j, key); };
   evidence::StallEvidence out;
   out.status = store::string_at(pc, "status", "not_run");
   out.reason = store::string_at(pc, "reason");

@@ -9,6 +9,7 @@
 
 #include "evaluator/bench_stats.h"
 #include "evaluator/roofline.h"
+#include "store/json_at.h"
 
 namespace kloop::evaluator::perf {
 
@@ -46,14 +47,6 @@ double need_positive(const json& j, const char* key, const std::string& where) {
   return v.get<double>();
 }
 
-// j[key] when j is an object and that member an integer, else `fallback`. Not json::value(): a
-// floating value of 1e41 read as an integer is undefined behaviour (UBSan), not an exception.
-long long int_member(const json& j, const char* key, long long fallback) {
-  if (!j.is_object()) return fallback;
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number_integer() ? it->get<long long>() : fallback;
-}
-
 std::vector<double> samples(const json& state, const char* key, const std::string& where) {
   const json& s = need(need(state, "samples", where), key, where + ".samples");
   if (!s.is_array())
@@ -68,7 +61,7 @@ bool has_samples(const json& state, const char* key) {
 }
 
 std::string shape_name(const json& shape) {
-  return fmt::format("{}x{} {}", int_member(shape, "rows", 0), int_member(shape, "h", 0),
+  return fmt::format("{}x{} {}", store::int_at(shape, "rows", 0), store::int_at(shape, "h", 0),
                      shape.value("dtype", std::string("?")));
 }
 
@@ -85,7 +78,7 @@ json state_summary(const json& state, const std::string& where, bench::SpeedDeci
   const auto cand = samples(state, "candidate_kernel", where);
   const auto base = samples(state, "baseline_kernel", where);
   json out{{"state", state.value("state", std::string("?"))},
-           {"rounds", int_member(state, "rounds", 0)},
+           {"rounds", store::int_at(state, "rounds", 0)},
            {"stop", state.value("stop", std::string("?"))},
            {"candidate_kernel_median_ms", bench::median(cand)},
            {"baseline_kernel_median_ms", bench::median(base)},
@@ -195,13 +188,13 @@ GateResult read_benchmark_gate(const json& r) {
                                  "one round per state with the reference)";
       for (const auto& c : state.value("output_checks", json::array())) {
         if (!c.value("pass", false) && first_failure.empty()) {
-          first_failure =
-              fmt::format("{}: timed output of round {} differs from the reference: {}", swhere,
-                          int_member(c, "round", -1), c.value("detail", std::string("no detail")));
+          first_failure = fmt::format("{}: timed output of round {} differs from the reference: {}",
+                                      swhere, store::int_at(c, "round", -1),
+                                      c.value("detail", std::string("no detail")));
           // The worker poisons the checked buffers before the round (0xFF bytes): words still
           // holding it were never written by the candidate's timed launches.
-          const auto left = static_cast<std::uint64_t>(int_member(c, "poison_words_left", 0));
-          const auto words = static_cast<std::uint64_t>(int_member(c, "words", 0));
+          const auto left = static_cast<std::uint64_t>(store::int_at(c, "poison_words_left", 0));
+          const auto words = static_cast<std::uint64_t>(store::int_at(c, "words", 0));
           if (left > 0 && words > 0)
             first_failure += fmt::format(
                 "; {} of {} 4-byte words of the output still hold the poison written before the "
@@ -214,8 +207,8 @@ GateResult read_benchmark_gate(const json& r) {
       try {
         json s = state_summary(state, swhere, &d, &ratio);
         s["output_checks"] = state.value("output_checks", json::array());
-        s["input_sets"] = int_member(state, "input_sets", 1);
-        s["blocker_timeouts"] = int_member(state, "blocker_timeouts", 0);
+        s["input_sets"] = store::int_at(state, "input_sets", 1);
+        s["blocker_timeouts"] = store::int_at(state, "blocker_timeouts", 0);
         throttled += s["throttled_batches"].get<int>();
         states.push_back(std::move(s));
       } catch (const std::invalid_argument& e) {
@@ -227,8 +220,8 @@ GateResult read_benchmark_gate(const json& r) {
                                             : same)++;
       vs_baseline.push_back(ratio);
     }
-    shapes_out.push_back({{"rows", int_member(shape, "rows", 0)},
-                          {"h", int_member(shape, "h", 0)},
+    shapes_out.push_back({{"rows", store::int_at(shape, "rows", 0)},
+                          {"h", store::int_at(shape, "h", 0)},
                           {"dtype", shape.value("dtype", std::string())},
                           {"shape_class", shape.value("shape_class", std::string())},
                           {"states", states}});
