@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "evaluator/bench_stats.h"
+#include "evaluator/json_member.h"
 #include "evaluator/roofline.h"
 
 namespace kloop::evaluator::perf {
@@ -44,14 +45,6 @@ double need_positive(const json& j, const char* key, const std::string& where) {
     throw InfraError(fmt::format("benchmark result: {}.{} is {}, not a positive number", where, key,
                                  v.dump(-1, ' ', false, json::error_handler_t::replace)));
   return v.get<double>();
-}
-
-// j[key] when j is an object and that member an integer, else `fallback`. Not json::value(): a
-// floating value of 1e41 read as an integer is undefined behaviour (UBSan), not an exception.
-long long int_member(const json& j, const char* key, long long fallback) {
-  if (!j.is_object()) return fallback;
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number_integer() ? it->get<long long>() : fallback;
 }
 
 std::vector<double> samples(const json& state, const char* key, const std::string& where) {

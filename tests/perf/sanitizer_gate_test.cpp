@@ -81,6 +81,31 @@ TEST(SanitizerGateTest, PoisonMismatchOrWrongResultFails) {
   EXPECT_FALSE(judge_poison(kOk).empty());
 }
 
+// The worker's result is untrusted (it runs the candidate): members of the wrong type fail the
+// poisoning check or are read as absent, never throw out of the gate.
+TEST(SanitizerGateTest, MalformedWorkerResultsAreJudgedWithoutThrowing) {
+  using nlohmann::json;
+  for (const json& bad :
+       {json{{"poison", 5}}, json{{"poison", {{"cases", "x"}}}},
+        json{{"poison", {{"cases", {1, "a", nullptr}}}}},
+        json{{"poison", {{"cases", {{{"case", 3}, {"identical", "yes"}}}}}}},
+        json{{"poison",
+              {{"patterns", 7},
+               {"cases", {{{"identical", true}, {"correct", false}, {"reason", {1}}}}}}}}}) {
+    std::string why;
+    EXPECT_NO_THROW(why = judge_poison(bad)) << bad.dump();
+    EXPECT_FALSE(why.empty()) << bad.dump();
+  }
+  ToolCall call;
+  call.exit_code = kGpuWorkerInternal;
+  ToolRun run;
+  EXPECT_NO_THROW(run = judge_tool_run("memcheck", call, "", json{{"reason", {{"x", 1}}}}));
+  EXPECT_EQ(run.outcome, ToolOutcome::kInfraError);
+  call.exit_code = 0;
+  EXPECT_NO_THROW(run = judge_tool_run("memcheck", call, "", json{{"status", 1}}));
+  EXPECT_EQ(run.outcome, ToolOutcome::kUnexplained);
+}
+
 TEST(SanitizerGateTest, GateFailsOnHazardsOrPoisonAndPassesWhenAllClean) {
   std::vector<ToolRun> clean;
   for (auto tool : kTools) {
