@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "evaluator/correctness.h"
+#include "evaluator/json_member.h"
 #include "evaluator/subprocess.h"
 
 namespace kloop::evaluator {
@@ -56,14 +57,6 @@ fs::path fresh_dir() {
       fs::temp_directory_path() / fmt::format("kloop-gpu-{}-{:08x}", ::getpid(), rd());
   fs::create_directories(dir);
   return dir;
-}
-
-// `j[key]` when j is an object and that member a string, else `fallback`: a result.json of the
-// wrong types (one the worker never writes) names no reason, never throws.
-std::string string_member(const nlohmann::json& j, const char* key, const std::string& fallback) {
-  if (!j.is_object()) return fallback;
-  const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
 }
 
 std::string case_label(const nlohmann::json& progress) {

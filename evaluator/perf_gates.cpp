@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "evaluator/bench_stats.h"
+#include "evaluator/json_member.h"
 #include "evaluator/roofline.h"
 
 namespace kloop::evaluator::perf {
@@ -47,14 +48,6 @@ double need_positive(const json& j, const char* key, const std::string& where) {
   return v.get<double>();
 }
 
-// j[key] when j is an object and that member an integer, else `fallback`. Not json::value(): a
-// floating value of 1e41 read as an integer is undefined behaviour (UBSan), not an exception.
-long long int_member(const json& j, const char* key, long long fallback) {
-  if (!j.is_object()) return fallback;
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number_integer() ? it->get<long long>() : fallback;
-}
-
 std::vector<double> samples(const json& state, const char* key, const std::string& where) {
   const json& s = need(need(state, "samples", where), key, where + ".samples");
   if (!s.is_array())
@@ -82,11 +75,7 @@ std::string shape_name(const op::Declaration& decl, const json& shape) {
   std::string dims = std::to_string(int_member(shape, "rows", 0));
   for (const op::Axis& a : decl.axes)
     if (a.variable) dims += "x" + std::to_string(int_member(shape, axis_key(a).c_str(), 0));
-  const auto dtype = shape.is_object() ? shape.find("dtype") : shape.end();
-  return fmt::format("{} {}", dims,
-                     shape.is_object() && dtype != shape.end() && dtype->is_string()
-                         ? dtype->get<std::string>()
-                         : std::string("?"));
+  return fmt::format("{} {}", dims, string_member(shape, "dtype", "?"));
 }
 
 // The shape's rows, axes and dtype (op::BenchShape::from_json), InfraError naming what is missing.

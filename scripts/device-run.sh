@@ -155,6 +155,20 @@ if [ "$reuse" = 1 ] || [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
   tar czf "$out/optimize.tgz" -C /tmp kloop-device-store kloop-device-opt
 fi
 
+# A scripted repair session (issue 28 item 5; SCRIPTED_REPAIR=1): a stand-in model behind an
+# OpenAI-compatible endpoint on 127.0.0.1 writes the P7 defect and repairs it only from the failing
+# case the feedback shows (bench/scripted_repair.py); the loop must reach a candidate that passes
+# every device gate.
+if [ "${SCRIPTED_REPAIR:-0}" = 1 ]; then
+  mkdir -p /tmp/kloop-repair && rm -rf /tmp/kloop-repair/store
+  timeout "${REPAIR_TIMEOUT:-300}" python3 bench/scripted_repair.py --lib "$bundle/lib" \
+    --kloop "$bundle/bin/kloop" --store /tmp/kloop-repair/store --budget "${REPAIR_BUDGET:-3}" \
+    --log "$out/repair-progress.txt" >"$out/repair.json" 2>&1
+  repair_rc=$?
+  if [ "$repair_rc" = 0 ]; then checks+=("scripted_repair pass")
+  else checks+=("scripted_repair fail exit $repair_rc (repair.json)"); fi
+fi
+
 # Throughput before/after (issue 26), each in the same call on the same GPU, interleaved
 # (legacy, default, legacy, default, ... THROUGHPUT_ROUNDS each): KLOOP_THROUGHPUT=legacy is the
 # evaluator before the issue, the default every switch on (evaluator/throughput.h).
