@@ -13,7 +13,7 @@
 #include "evaluator/candidate.h"
 #include "evaluator/pipeline.h"
 #include "evaluator/subprocess.h"
-#include "kernels/rmsnorm/manifest.h"
+#include "kernels/manifest.h"
 
 namespace kloop::agent {
 namespace {
@@ -22,18 +22,16 @@ class WorkerHoldoutRunner : public HoldoutRunner {
 public:
   WorkerHoldoutRunner(std::chrono::milliseconds deadline, std::string device)
       : deadline_(deadline), device_(std::move(device)) {}
-  holdout::HoldoutResult run(const evaluator::Candidate& candidate,
-                             const rmsnorm::Manifest& manifest, const std::string& cubin,
-                             const std::vector<rmsnorm::CaseSpec>& suite) override {
-    (void)manifest;
+  holdout::HoldoutResult run(const op::Operator& op, const evaluator::Candidate& candidate,
+                             const std::string& cubin,
+                             const std::vector<nlohmann::json>& suite) override {
     evaluator::GpuRunRequest req;
     req.mode = "correctness";
+    req.operator_id = op.contract_id();
     req.cubin = cubin;
     req.source = candidate.source;
     req.manifest = nlohmann::json::parse(candidate.manifest_text);
-    req.cases = nlohmann::json::array();
-    for (const auto& s : suite)
-      req.cases.push_back(s.to_json());
+    req.cases = suite;
     evaluator::GpuRunOptions o;
     o.deadline = deadline_;
     o.device = device_; // the first chosen device ("" without one: kloop's own environment)
@@ -188,7 +186,7 @@ nlohmann::json DeviceContext::throughput_record() const {
 }
 
 DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progress)
-    : throughput_(options.throughput) {
+    : options_(options), progress_(progress), throughput_(options.throughput) {
   check_devices_syntax(options.devices);
   double t = evaluator::steady_now_ms();
   evaluator::GpuRunResult result = probe("");
@@ -214,8 +212,9 @@ DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progres
   devices_ = select_devices(options.devices, count, parent ? parent : "");
   if (!has_device_ && options.devices != "all" && options.devices != "none")
     progress.line(fmt::format("--devices {}: no device here, so none is used", options.devices));
-  std::string no_device = result.reason.empty() ? "no usable CUDA device" : result.reason;
-  if (has_device_ && devices_.empty()) no_device = "--devices none: the device gates do not run";
+  no_device_reason_ = result.reason.empty() ? "no usable CUDA device" : result.reason;
+  if (has_device_ && devices_.empty())
+    no_device_reason_ = "--devices none: the device gates do not run";
   if (devices_.size() > 1) { // each chosen device answers pinned, or the session does not start
     t = evaluator::steady_now_ms();
     for (const auto& d : devices_) {
@@ -230,24 +229,36 @@ DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progres
   }
   if (!devices_.empty())
     progress.line(fmt::format("devices: {} ({})", devices_.size(), fmt::join(devices_, ", ")));
+  for (const auto& d : devices_) // each device measures its own copy ceiling, once per session
+    if (throughput_.copy_ceiling_once)
+      copy_ceilings_[d] = std::make_shared<evaluator::GpuGatesOptions::CopyCeiling>();
+  holdout_ = std::make_unique<WorkerHoldoutRunner>(
+      std::chrono::milliseconds(static_cast<long>(options.worker_timeout_s * 1000)),
+      devices_.empty() ? "" : devices_.front());
+}
+
+CandidateEvaluator& DeviceContext::evaluator(const op::Operator& op) {
+  if (auto it = evaluators_.find(&op); it != evaluators_.end()) return *it->second;
   evaluator::EvaluateOptions eo;
-  if (options.no_sandbox) eo.build.sandbox = evaluator::SandboxRequest::kNoSandbox;
+  eo.op = &op;
+  if (options_.no_sandbox) eo.build.sandbox = evaluator::SandboxRequest::kNoSandbox;
   eo.build.deadline =
-      std::chrono::milliseconds(static_cast<long long>(options.build_timeout_s * 1000));
+      std::chrono::milliseconds(static_cast<long long>(options_.build_timeout_s * 1000));
   evaluator::GpuGatesOptions go;
-  go.public_seed = options.public_seed;
+  go.op = &op;
+  go.public_seed = options_.public_seed;
   if (!devices_.empty()) { // the benchmark baseline: the in-tree baseline, built once per session
-    t = evaluator::steady_now_ms();
+    const double t = evaluator::steady_now_ms();
     std::string baseline_dir;
     try {
-      baseline_dir = evaluator::data_path("kernels/rmsnorm/baseline");
+      baseline_dir = evaluator::data_path(op.baseline_folder());
     } catch (const evaluator::InfraError& e) {
-      progress.line(std::string("baseline: ") + e.what());
+      progress_.line(std::string("baseline: ") + e.what());
     }
     const auto load = baseline_dir.empty() ? evaluator::CandidateLoad{}
                                            : evaluator::load_candidate_dir(baseline_dir);
     if (load.candidate) {
-      const auto parsed = rmsnorm::parse_manifest(load.candidate->manifest_text);
+      const auto parsed = op::parse_manifest(op.declaration(), load.candidate->manifest_text);
       if (parsed.manifest) {
         const auto built =
             evaluator::build_candidate(load.candidate->source, *parsed.manifest, eo.build);
@@ -259,11 +270,11 @@ DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progres
       }
     }
     startup_.push_back({{"name", "baseline_build"}, {"wall_ms", ms_since(t)}});
-    progress.line(go.baseline_cubin.empty()
-                      ? "baseline: in-tree baseline did not build; timing against the reference"
-                      : "baseline: in-tree baseline built for the benchmark gate");
+    progress_.line(go.baseline_cubin.empty()
+                       ? "baseline: in-tree baseline did not build; timing against the reference"
+                       : "baseline: in-tree baseline built for the benchmark gate");
   }
-  go.deadline = std::chrono::milliseconds(static_cast<long>(options.worker_timeout_s * 1000));
+  go.deadline = std::chrono::milliseconds(static_cast<long>(options_.worker_timeout_s * 1000));
   go.sanitizer_fail_fast = throughput_.sanitizer_fail_fast;
   go.sanitizer_concurrent = throughput_.sanitizer_concurrent;
   go.racecheck_scrub = throughput_.racecheck_scrub;
@@ -276,17 +287,17 @@ DeviceContext::DeviceContext(const DeviceOptions& options, ProgressSink& progres
   }
   std::vector<std::unique_ptr<DeviceWorker>> workers;
   for (const auto& d : devices_) {
-    evaluator::GpuGatesOptions per_device = go; // each device measures its own copy ceiling
-    if (throughput_.copy_ceiling_once)
-      per_device.copy_ceiling = std::make_shared<evaluator::GpuGatesOptions::CopyCeiling>();
+    evaluator::GpuGatesOptions per_device = go;
+    if (const auto it = copy_ceilings_.find(d); it != copy_ceilings_.end())
+      per_device.copy_ceiling = it->second;
     workers.push_back(std::make_unique<GpuDeviceWorker>(d, per_device));
   }
   SchedulerOptions so = scheduler_options(throughput_);
   so.evaluate = eo;
-  so.no_device_reason = no_device;
-  evaluator_ = std::make_unique<Scheduler>(std::move(workers), so);
-  holdout_ =
-      std::make_unique<WorkerHoldoutRunner>(go.deadline, devices_.empty() ? "" : devices_.front());
+  so.no_device_reason = no_device_reason_;
+  auto& slot = evaluators_[&op];
+  slot = std::make_unique<Scheduler>(std::move(workers), so);
+  return *slot;
 }
 
 } // namespace kloop::agent

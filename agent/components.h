@@ -4,10 +4,12 @@
 // the session records the device and a CPU-only run says once why the device gates do not run.
 //
 // Several GPUs (issue 26): the probe lists every device the worker sees, `--devices` picks some
-// (default all), and the evaluator is the multi-device Scheduler (agent/scheduler.h) with one
-// GpuDeviceWorker per chosen device, its processes pinned with CUDA_VISIBLE_DEVICES.
+// (default all), and the evaluator of each operator is a multi-device Scheduler
+// (agent/scheduler.h) with one GpuDeviceWorker per chosen device, its processes pinned with
+// CUDA_VISIBLE_DEVICES.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -52,11 +54,13 @@ std::vector<std::string> select_devices(const std::string& spec, int count,
 
 class DeviceContext {
 public:
-  // Probes the device once (a `probe` worker batch) and prints one line about it to `progress`;
-  // with several devices chosen, each is probed pinned. Throws DeviceSelectionError for a
-  // `--devices` value this machine cannot honour.
+  // Probes the device once (a `probe` worker batch) and prints one line about it to `progress`,
+  // which must outlive this object; with several devices chosen, each is probed pinned. Throws
+  // DeviceSelectionError for a `--devices` value this machine cannot honour.
   DeviceContext(const DeviceOptions& options, ProgressSink& progress);
-  CandidateEvaluator& evaluator() { return *evaluator_; }
+  // The evaluator of candidates of `op`, made on first use: with a device, the operator's in-tree
+  // baseline is built then, once, for the benchmark gate (a line about it goes to `progress`).
+  CandidateEvaluator& evaluator(const op::Operator& op);
   HoldoutRunner& holdout_runner() { return *holdout_; }
   // The chosen devices (CUDA_VISIBLE_DEVICES values); empty without a device.
   const std::vector<std::string>& devices() const { return devices_; }
@@ -70,11 +74,17 @@ public:
   bool has_device() const { return has_device_; }
 
 private:
-  std::unique_ptr<CandidateEvaluator> evaluator_;
+  DeviceOptions options_;
+  ProgressSink& progress_;
+  std::map<const op::Operator*, std::unique_ptr<CandidateEvaluator>> evaluators_;
   std::unique_ptr<HoldoutRunner> holdout_;
   std::vector<std::string> devices_;
   evaluator::ThroughputOptions throughput_;
   nlohmann::json startup_ = nlohmann::json::array();
+  std::string no_device_reason_; // what every device gate says without a chosen device
+  // One copy-ceiling slot per chosen device (KLOOP_THROUGHPUT copy_ceiling_once), shared by the
+  // evaluators of every operator: the ceiling is the device's, measured once per session.
+  std::map<std::string, std::shared_ptr<evaluator::GpuGatesOptions::CopyCeiling>> copy_ceilings_;
   std::string device_uuid_;
   std::string device_name_, driver_version_;
   bool has_device_ = false;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <iterator>
+#include <stdexcept>
 #include <tuple>
 
 #include <fmt/core.h>
@@ -10,7 +12,6 @@
 #include "agent/loop_record.h"
 #include "agent/reply_parser.h"
 #include "feedback/feedback.h"
-#include "kernels/rmsnorm/contract.h"
 #include "prompts/prompt_builder.h"
 #include "store/error.h"
 #include "store/phase_view.h"
@@ -37,9 +38,9 @@ std::string gate_line(const evaluator::GateResult& g) {
 // The session record for a fresh run.
 store::SessionRecord new_session(const LoopOptions& o) {
   store::SessionRecord s;
-  s.operator_name = o.operator_name;
-  s.contract_version = std::to_string(rmsnorm::kContractVersion);
-  s.contract_sha256 = rmsnorm::contract_sha256();
+  s.operator_name = std::string(o.op->name());
+  s.contract_version = std::to_string(o.op->declaration().version);
+  s.contract_sha256 = o.op->contract_sha256();
   s.provider = o.provider_name;
   s.model = o.model;
   s.budget = o.budget;
@@ -343,15 +344,31 @@ bool freezes_before(const FreezeKey& a, const FreezeKey& b) {
          std::make_tuple(!b.clears_noise_floor, -b.speedup, b.restriction_rank, b.iteration);
 }
 
-int dispatch_restriction_rank(const rmsnorm::Manifest& m) {
-  int rank = 0;
-  rank += m.dispatch.x_rows == rmsnorm::RowLayout::kContiguous ? 4 : 0;
-  rank += m.dispatch.h_multiple_of > 1 ? 2 : 0;
-  rank += m.dispatch.alignment_bytes > 4 ? 1 : 0;
-  rank += m.dispatch.h_min > 1 ? 1 : 0;
-  rank += m.dispatch.h_max < 65536 ? 1 : 0;
-  rank += static_cast<int>(3 - m.entry_points.size());
-  rank += m.target == "sm_90a" ? 1 : 0;
+int dispatch_restriction_rank(const op::Declaration& decl, const op::Manifest& m) {
+  // Per variant, the format-1 weighted_rmsnorm/1 terms generalised to the declaration's row axis
+  // (H): a contiguous-rows clause 4, a row-axis multiple 2, alignment above 4 bytes 1, a raised
+  // minimum 1, a maximum below 65536 (and the declaration's) 1, each dtype of the contract without
+  // an entry point 1; sm_90a 1; each variant beyond the first 1.
+  const int ra = decl.row_axis();
+  const int dtypes = static_cast<int>(std::size(kAllDTypes)); // float32, float16, bfloat16
+  int rank = m.target == "sm_90a" ? 1 : 0;
+  rank += static_cast<int>(m.variants.size()) - 1;
+  for (const op::Variant& v : m.variants) {
+    for (const auto& [t, layout] : v.when.rows)
+      if (layout == op::RowLayout::kContiguous) {
+        rank += 4;
+        break;
+      }
+    if (ra >= 0) {
+      const op::AxisRange& r = v.when.axes[static_cast<std::size_t>(ra)];
+      const op::Axis& a = decl.axes[static_cast<std::size_t>(ra)];
+      rank += r.multiple_of > 1 ? 2 : 0;
+      rank += r.min > a.min ? 1 : 0;
+      rank += r.max < std::min<std::int64_t>(a.max, 65536) ? 1 : 0;
+    }
+    rank += v.when.alignment_bytes > 4 ? 1 : 0;
+    rank += dtypes - static_cast<int>(v.entry_points.size());
+  }
   return rank;
 }
 
@@ -443,9 +460,10 @@ holdout::SealedSuite seal_holdout(const LoopOptions& options, const SessionStart
     std::error_code ec; // the unrecorded suite of this session's own killed start
     std::filesystem::remove(options.holdout_dir / (label + ".sealed"), ec);
   }
-  holdout::SealedSuite sealed = holdout::SealedSuite::create(
-      options.holdout_dir, label, holdout::draw_secret_seed(), options.holdout_options);
-  rec.holdout_commitment(start.session.id, sealed.commitment());
+  holdout::SealedSuite sealed =
+      holdout::SealedSuite::create(options.holdout_dir, label, *options.op,
+                                   holdout::draw_secret_seed(), options.holdout_options);
+  rec.holdout_commitment(start.session.id, sealed.commitment(), sealed.op().holdout_version());
   return sealed;
 }
 
@@ -453,7 +471,8 @@ holdout::SealedSuite seal_holdout(const LoopOptions& options, const SessionStart
 // session lives in (the generator, budget and seed come from the session's record).
 std::string resume_command(const LoopOptions& options, const store::Store& store, std::int64_t id) {
   return fmt::format("kloop optimize {} --resume {} --store {}",
-                     store::shell_word(options.cli_operator), id, store::shell_word(store.dir()));
+                     store::shell_word(std::string(options.op->cli_name())), id,
+                     store::shell_word(store.dir()));
 }
 
 // A session that an exception ends (a store, holdout or infrastructure failure, or a kloop bug)
@@ -478,7 +497,8 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
                     HoldoutRunner& holdout_runner, store::Store& store, ProgressSink& progress,
                     const std::atomic<bool>& cancel) {
   const auto t_session = Clock::now();
-  const prompts::PromptBuilder prompts(rmsnorm::contract_json()); // validates templates
+  if (!options.op) throw std::invalid_argument("run_loop: LoopOptions::op is not set");
+  const prompts::PromptBuilder prompts(options.op->contract()); // validates templates
   LoopResult result;
   Recorder rec(store);
   // 1. Session and the sealed holdout, committed before the first prompt.

@@ -22,6 +22,7 @@
 #include "evaluator/candidate.h"
 #include "evaluator/pipeline.h"
 #include "holdout/holdout.h"
+#include "kernels/manifest.h"
 #include "store/store.h"
 
 namespace kloop::agent {
@@ -48,9 +49,9 @@ public:
 class HoldoutRunner {
 public:
   virtual ~HoldoutRunner() = default;
-  virtual holdout::HoldoutResult run(const evaluator::Candidate& candidate,
-                                     const rmsnorm::Manifest& manifest, const std::string& cubin,
-                                     const std::vector<rmsnorm::CaseSpec>& suite) = 0;
+  virtual holdout::HoldoutResult run(const op::Operator& op, const evaluator::Candidate& candidate,
+                                     const std::string& cubin,
+                                     const std::vector<nlohmann::json>& suite) = 0;
 };
 
 // Progress on the terminal: one line per iteration and gate, then a summary. `--json` replaces it
@@ -62,9 +63,8 @@ public:
 };
 
 struct LoopOptions {
-  std::string operator_name = "weighted_rmsnorm";
-  std::string cli_operator = "rmsnorm"; // the operator as `kloop optimize` took it (resume hint)
-  int budget = 5;                       // iterations (1..100)
+  const op::Operator* op = nullptr; // the operator (kernels/registry.h); required
+  int budget = 5;                   // iterations (1..100)
   // Candidates per iteration (`--candidates-per-iteration`, 1..16): K requests at once (an LLM
   // provider sends them in parallel, the offline generator proposes K variants), evaluated in
   // parallel across devices, recorded in order; the next prompt's feedback covers all K.
@@ -130,7 +130,7 @@ LoopResult run_loop(const LoopOptions& options, Provider& provider, CandidateEva
                     const std::atomic<bool>& cancel);
 
 // Rank of a manifest's dispatch domain for tie-breaks: lower is simpler (fewer restrictions).
-int dispatch_restriction_rank(const rmsnorm::Manifest& manifest);
+int dispatch_restriction_rank(const op::Declaration& decl, const op::Manifest& manifest);
 
 // What the freeze step (step 3) orders passing candidates by.
 struct FreezeKey {

@@ -5,7 +5,8 @@
 #include <fmt/core.h>
 
 #include "agent/loop_record.h"
-#include "kernels/rmsnorm/manifest.h"
+#include "kernels/manifest.h"
+#include "kernels/registry.h"
 #include "store/error.h"
 #include "store/receipt.h"
 #include "store/text_view.h"
@@ -21,7 +22,8 @@ struct Frozen {
   const store::CandidateDetail* detail = nullptr;
   int iteration = 0;
   PublicReport report;
-  rmsnorm::Manifest manifest;
+  const op::Operator* op = nullptr; // the session's operator
+  op::Manifest manifest;
   evaluator::Candidate candidate;
   std::string cubin;
 };
@@ -103,14 +105,16 @@ std::optional<Frozen> freeze_best(store::Store& store, const store::SessionDetai
       f.report = PublicReport::from_json(c.candidate.report);
       f.candidate.source = store.blob(c.candidate.source_sha256);
       f.candidate.manifest_text = store.blob(c.candidate.manifest_sha256);
-      auto parsed = rmsnorm::parse_manifest(f.candidate.manifest_text);
+      f.op = op::find_operator(d.session.operator_name);
+      if (!f.op) continue; // a session of an operator this kloop does not have
+      auto parsed = op::parse_manifest(f.op->declaration(), f.candidate.manifest_text);
       if (!parsed.manifest) continue; // cannot happen for a passed candidate
       f.manifest = *parsed.manifest;
       if (const auto* a = c.artifact_of(store::ArtifactKind::kCubin))
         f.cubin = store.blob(a->sha256);
       auto key = [](const Frozen& x) {
         return FreezeKey{clears_noise_floor(x.report), x.detail->candidate.speedup.value_or(0.0),
-                         dispatch_restriction_rank(x.manifest), x.iteration};
+                         dispatch_restriction_rank(x.op->declaration(), x.manifest), x.iteration};
       };
       if (!best || freezes_before(key(f), key(*best))) best = std::move(f);
     }
@@ -184,10 +188,11 @@ HoldoutAnswer run_holdout_once(const store::SessionDetail& detail, const Frozen&
   const std::string& recorded = detail.holdout_commitments.back().commitment_sha256;
   const auto suite = sealed.unseal_for_run();
   HoldoutAnswer a;
-  a.result = holdout_runner.run(frozen.candidate, frozen.manifest, frozen.cubin, suite);
+  a.result = holdout_runner.run(sealed.op(), frozen.candidate, frozen.cubin, suite);
   a.result.commitment = recorded;
   a.result.revealed_seed = sealed.reveal_seed();
-  a.commitment_ok = holdout::verify_commitment(recorded, a.result.revealed_seed, sealed.options());
+  a.commitment_ok =
+      holdout::verify_commitment(sealed.op(), recorded, a.result.revealed_seed, sealed.options());
   auto step = store.begin_step();
   store::HoldoutRunRecord r;
   r.commitment_id = detail.holdout_commitments.back().id;
@@ -273,7 +278,8 @@ void write_receipt_and_export(const LoopOptions& options, std::int64_t session_i
   write_file(dir / "kernel.cubin", frozen.cubin);
   write_file(dir / "kernel.cu", frozen.candidate.source);
   write_file(dir / "manifest.json", frozen.candidate.manifest_text);
-  write_file(dir / "dispatch.txt", rmsnorm::dispatch_predicate_text(frozen.manifest) + "\n");
+  write_file(dir / "dispatch.txt",
+             op::dispatch_predicate_text(frozen.op->declaration(), frozen.manifest) + "\n");
   write_file(dir / "receipt.json", store::json_text(receipt, 2) + "\n");
   result.export_dir = dir.string();
   result.receipt_file = (dir / "receipt.json").string();
@@ -332,8 +338,9 @@ void finish_session(const LoopOptions& options, const store::SessionRecord& sess
   std::string why;
   const std::optional<store::Decision> decision = decide_promotion(*answer, frozen->report, why);
   if (!decision) return end_session_failed(store, session.id, why, result);
-  nlohmann::json evidence = {{"dispatch", rmsnorm::dispatch_predicate_text(frozen->manifest)},
-                             {"rollout", nullptr}};
+  nlohmann::json evidence = {
+      {"dispatch", op::dispatch_predicate_text(frozen->op->declaration(), frozen->manifest)},
+      {"rollout", nullptr}};
   record_promotion(store, session.id, frozen->detail->candidate.id, *decision, why, evidence);
   result.reason = why;
   result.decision = *decision == store::Decision::kPromoted   ? "promoted"

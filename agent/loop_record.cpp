@@ -133,12 +133,13 @@ store::GateRecord gate_record(const evaluator::GateResult& gate, int ordinal) {
   return r;
 }
 
-void Recorder::holdout_commitment(std::int64_t session_id, const std::string& commitment) {
+void Recorder::holdout_commitment(std::int64_t session_id, const std::string& commitment,
+                                  std::string_view suite_version) {
   auto step = store_.begin_step();
   store::HoldoutCommitmentRecord r;
   r.session_id = session_id;
   r.commitment_sha256 = commitment;
-  r.suite_version = std::string(holdout::kSuiteVersion);
+  r.suite_version = std::string(suite_version);
   step.add_holdout_commitment(r);
   step.commit();
 }

@@ -45,9 +45,10 @@ std::vector<std::string> split_csv(const std::string& text) {
   return out;
 }
 
-// The in-tree baseline as installed next to kloop (evaluator::data_path; InfraError when absent).
-std::string default_baseline_dir() {
-  return evaluator::data_path("kernels/rmsnorm/baseline");
+// The operator's in-tree baseline as installed next to kloop (evaluator::data_path; InfraError
+// when absent).
+std::string default_baseline_dir(const op::Operator& op) {
+  return evaluator::data_path(op.baseline_folder());
 }
 
 int usage(const std::string& message) {
@@ -61,7 +62,12 @@ int run_coverage(const CoverageArgs& a) {
       std::printf("%-22s %s\n", std::string(o.name).c_str(), std::string(o.doc).c_str());
     return kExitOk;
   }
-  if (a.op != "rmsnorm") return usage("unknown operator '" + a.op + "'; available: rmsnorm");
+  const op::Operator* op = nullptr;
+  try {
+    op = &resolve_operator(a.op);
+  } catch (const UsageError& e) {
+    return usage(e.what());
+  }
   const std::vector<std::string> ops = split_csv(a.operators);
   if (!a.operators.empty() && ops.empty())
     return usage("--operators '" + a.operators +
@@ -123,13 +129,15 @@ int run_coverage(const CoverageArgs& a) {
       return usage(fmt::format("--check-record {}: {}", a.check_record, e.what()));
     }
   }
-  const std::string baseline_dir = a.baseline_dir.empty() ? default_baseline_dir() : a.baseline_dir;
+  const std::string baseline_dir =
+      a.baseline_dir.empty() ? default_baseline_dir(*op) : a.baseline_dir;
   auto loaded = evaluator::load_candidate_dir(baseline_dir);
   if (!loaded.candidate) return usage(loaded.error);
 
   const std::vector<mutation::Mutant> mutants =
       mutation::select_mutants(loaded.candidate->source, ops, a.max_per_operator, a.max_mutants);
   mutation::WorkerBackendOptions bo;
+  bo.op = op;
   const WorkRoot work_root; // $TMPDIR of this run; a killed run's is removed by the next kloop
   if (a.no_sandbox) {
     bo.build.sandbox = evaluator::SandboxRequest::kNoSandbox;
@@ -150,7 +158,7 @@ int run_coverage(const CoverageArgs& a) {
   ao.seed = a.seed;
   ao.jobs = a.jobs;
   mutation::CoverageReport report =
-      mutation::analyze(*loaded.candidate, mutants, backend, ao, [](const std::string& line) {
+      mutation::analyze(*op, *loaded.candidate, mutants, backend, ao, [](const std::string& line) {
         std::fprintf(stderr, "%s\n", line.c_str());
       });
   nlohmann::json ids = nlohmann::json::array();
@@ -169,7 +177,7 @@ int run_coverage(const CoverageArgs& a) {
     std::printf("%s", report.table().c_str());
   if (st) {
     const std::int64_t id =
-        mutation::store_report(*st, report, {KLOOP_VERSION, KLOOP_GIT_COMMIT, a.seed});
+        mutation::store_report(*st, report, {KLOOP_VERSION, KLOOP_GIT_COMMIT, a.seed, op});
     std::fprintf(stderr, "checker-coverage: stored as session %lld in %s\n",
                  static_cast<long long>(id), a.store_dir.c_str());
   }

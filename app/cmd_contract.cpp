@@ -6,7 +6,7 @@
 #include <fmt/core.h>
 
 #include "app/commands.h"
-#include "kernels/rmsnorm/contract.h"
+#include "kernels/registry.h"
 
 namespace kloop::app {
 
@@ -14,13 +14,11 @@ void register_contract_command(CLI::App& app, int& exit_code) {
   auto op = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto* sub = app.add_subcommand("contract", "Print an operator's machine-readable contract");
-  sub->add_option("OP", *op, "Operator (rmsnorm)")->required();
+  sub->add_option("OP", *op, "Operator (kloop operators lists them)")->required();
   sub->add_option("--out", *out, "Write it to this file instead of stdout");
   int* ec = &exit_code;
   sub->callback([op, out, ec] {
-    if (*op != "rmsnorm" && *op != "weighted_rmsnorm")
-      throw UsageError(fmt::format("unknown operator '{}' (known: rmsnorm)", *op));
-    const std::string text = rmsnorm::contract_json().dump(2) + "\n";
+    const std::string text = resolve_operator(*op).contract().dump(2) + "\n";
     if (out->empty()) {
       std::fwrite(text.data(), 1, text.size(), stdout);
     } else {

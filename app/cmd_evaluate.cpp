@@ -63,7 +63,14 @@ int run_evaluate(const EvaluateArgs& a) {
     if (a.json) print_json_error("kloop evaluate: " + message, kExitUsage);
     return kExitUsage;
   };
-  if (a.op != "rmsnorm") return usage_error("unknown operator '" + a.op + "'; available: rmsnorm");
+  const op::Operator* op = nullptr;
+  try {
+    op = &resolve_operator(a.op);
+  } catch (const UsageError& e) {
+    return usage_error(e.what());
+  }
+  if (!(a.build_timeout_s > 0 && a.build_timeout_s <= 3600))
+    return usage_error("--build-timeout must be in (0, 3600] seconds");
   auto loaded = evaluator::load_candidate_dir(a.candidate_dir);
   if (!loaded.candidate) return usage_error(loaded.error);
   if (a.no_sandbox) {
@@ -89,7 +96,7 @@ int run_evaluate(const EvaluateArgs& a) {
   } catch (const agent::DeviceSelectionError& e) {
     return usage_error(e.what());
   }
-  auto ev = device->evaluator().evaluate(*loaded.candidate);
+  auto ev = device->evaluator(*op).evaluate(*loaded.candidate);
   if (a.json) { // the public report, plus where its time went (evaluator/phases.h)
     nlohmann::json doc = ev.report.to_json();
     doc["phases"] = evaluator::phases_telemetry(ev.phases, ev.wall_ms);

@@ -22,6 +22,7 @@
 #include "app/work_root.h"
 #include "evaluator/subprocess.h"
 #include "evaluator/throughput.h"
+#include "kernels/registry.h"
 #include "store/error.h"
 #include "store/receipt.h"
 #include "store/text_view.h"
@@ -229,7 +230,7 @@ T recorded_param(const nlohmann::json& params, const char* key, const T& fallbac
 // seed are the session's recorded ones, so a resumed session stays one session of one generator.
 // Fills every flag left out from the record; returns the refusal (naming the recorded value) for
 // a flag given with another value, or "" when the command line agrees with the record.
-std::string take_recorded(OptimizeArgs& a, const store::SessionRecord& s) {
+std::string take_recorded(OptimizeArgs& a, const op::Operator& op, const store::SessionRecord& s) {
   const auto refuse = [&](const char* flag, const std::string& recorded, const std::string& given) {
     return fmt::format("--resume {}: session {} was recorded with {} {}, not {}; leave {} out to "
                        "resume with the recorded value, or start a new session without --resume",
@@ -240,6 +241,14 @@ std::string take_recorded(OptimizeArgs& a, const store::SessionRecord& s) {
     return fmt::format("--resume {}: session {} was recorded by '{}', not by a generator "
                        "provider; `kloop optimize --resume` continues only optimize sessions",
                        s.id, s.id, s.provider);
+  if (s.operator_name != op.name())
+    return fmt::format("--resume {}: session {} optimizes {}, not {}; resume it with `kloop "
+                       "optimize {} --resume {}`",
+                       s.id, s.id, shown(s.operator_name), op.name(),
+                       op::find_operator(s.operator_name)
+                           ? std::string(op::find_operator(s.operator_name)->cli_name())
+                           : s.operator_name,
+                       s.id);
   if (a.provider_given && a.provider != s.provider)
     return refuse("--provider", shown(s.provider), shown(a.provider));
   a.provider = s.provider;
@@ -393,8 +402,11 @@ void print_result(const OptimizeArgs& a, const agent::LoopResult& r, long rss_ki
 }
 
 int run_optimize(OptimizeArgs a) {
-  if (a.op != "rmsnorm" && a.op != "weighted_rmsnorm") {
-    std::fprintf(stderr, "kloop optimize: unknown operator '%s' (known: rmsnorm)\n", a.op.c_str());
+  const op::Operator* op = nullptr;
+  try {
+    op = &resolve_operator(a.op);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "kloop optimize: %s\n", e.what());
     return kExitUsage;
   }
   // The signing key is checked before anything is generated, so a bad key (missing, unreadable,
@@ -422,7 +434,7 @@ int run_optimize(OptimizeArgs a) {
     if (const int rc = open_store()) return rc;
     std::string refusal;
     try {
-      refusal = take_recorded(a, st->resume_info(a.resume).session);
+      refusal = take_recorded(a, *op, st->resume_info(a.resume).session);
     } catch (const store::StoreError& e) { // 2 for --resume ID of no session
       std::fprintf(stderr, "kloop optimize: %s\n", e.what());
       return exit_code_of(e);
@@ -489,7 +501,7 @@ int run_optimize(OptimizeArgs a) {
   o.params = session_params(a);
   o.cancel_cause = cancel_cause;
   if (a.resume > 0) o.resume_session = a.resume;
-  o.cli_operator = a.op;
+  o.op = op;
   o.holdout_dir = std::filesystem::path(a.store_dir) / "holdout";
   o.export_dir = std::filesystem::path(a.store_dir) / "exports";
   if (!a.sign_key.empty()) o.signing_key_file = a.sign_key;
@@ -501,7 +513,7 @@ int run_optimize(OptimizeArgs a) {
 
   agent::LoopResult r;
   try {
-    r = agent::run_loop(o, *provider, device.evaluator(), device.holdout_runner(), *st, progress,
+    r = agent::run_loop(o, *provider, device.evaluator(*op), device.holdout_runner(), *st, progress,
                         g_cancel);
   } catch (const store::StoreError& e) { // 2 for --resume ID of no session
     std::fprintf(stderr, "kloop optimize: %s\n", e.what());

@@ -17,6 +17,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "kernels/operator.h"
 #include "store/chain.h"
 #include "store/error.h"
 
@@ -149,6 +150,12 @@ inline int report_usage_error(CLI::App& app, const CLI::ParseError& e, int argc,
   return kExitUsage;
 }
 
+// The operator a command names: its cli name ("rmsnorm"), contract name ("weighted_rmsnorm") or
+// contract id ("weighted_rmsnorm/1"). Throws UsageError listing the registered operators
+// (cmd_operators.cpp).
+const op::Operator& resolve_operator(const std::string& name);
+
+void register_operators(CLI::App& app, int& exit_code);        // cmd_operators.cpp
 void register_optimize(CLI::App& app, int& exit_code);         // cmd_optimize.cpp
 void register_evaluate(CLI::App& app, int& exit_code);         // cmd_evaluate.cpp
 void register_checker_coverage(CLI::App& app, int& exit_code); // cmd_checker_coverage.cpp

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", fmt::format("kloop {} ({})", KLOOP_VERSION, KLOOP_GIT_COMMIT));
   app.require_subcommand(1);
   int exit_code = kloop::app::kExitOk;
+  kloop::app::register_operators(app, exit_code);
   kloop::app::register_optimize(app, exit_code);
   kloop::app::register_evaluate(app, exit_code);
   kloop::app::register_checker_coverage(app, exit_code);

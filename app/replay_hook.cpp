@@ -7,6 +7,8 @@
 #include "agent/loop_record.h"
 #include "agent/reply_parser.h"
 #include "app/commands.h"
+#include "evaluator/pipeline.h"
+#include "kernels/registry.h"
 #include "store/replay.h"
 
 namespace kloop::app {
@@ -33,7 +35,17 @@ store::ReplayOutcome reevaluate(const store::ReplayCandidate& c) {
   cand.manifest_text = c.manifest;
   cand.source_file_bytes = c.source.size();
   cand.manifest_file_bytes = c.manifest.size();
-  auto evaluation = device->evaluator().evaluate(cand);
+  // The operator the stored manifest's contract names. A manifest that names none fails the
+  // contract gate (as when it was recorded), so no device gate and no baseline is needed for it.
+  const nlohmann::json manifest = nlohmann::json::parse(c.manifest, nullptr, false);
+  const op::Operator* op =
+      manifest.is_object() && manifest.contains("contract") && manifest["contract"].is_string()
+          ? op::find_operator(manifest["contract"].get<std::string>())
+          : nullptr;
+  evaluator::NoDeviceGates contract_only;
+  auto evaluation =
+      op ? device->evaluator(*op).evaluate(cand)
+         : evaluator::evaluate_candidate(cand, evaluator::EvaluateOptions{}, contract_only);
   store::GateRecord format;
   format.name = "format";
   format.status = store::GateCode::kPass;

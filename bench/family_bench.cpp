@@ -27,6 +27,7 @@
 #include "kernels/rmsnorm/contract.h"
 #include "kernels/rmsnorm/family.h"
 #include "kernels/rmsnorm/manifest.h"
+#include "kernels/rmsnorm/operator.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -80,13 +81,15 @@ int prepare(const fs::path& out, const std::vector<std::string>& names) {
     write(dir / "kernel.cubin", build_cubin(gen.kernel_cu, gen.manifest_json));
     write(dir / "baseline.cubin", base_cubin);
     write(dir / "baseline.cu", base_src);
+    const op::Operator& op = rmsnorm::operator_instance();
     json req{{"mode", "benchmark"},
+             {"operator", op.contract_id()},
              {"cubin", "kernel.cubin"},
              {"source", "kernel.cu"},
              {"manifest", json::parse(gen.manifest_json)},
              {"cases", json::array()}};
-    req["options"]["benchmark"] =
-        evaluator::perf::bench_request(rmsnorm::benchmark_shapes(), protocol, "bench_raw.json");
+    req["options"]["benchmark"] = evaluator::perf::bench_request(
+        op.declaration(), op.benchmark_shapes(), protocol, "bench_raw.json");
     req["options"]["baseline"] = {{"cubin", "baseline.cubin"},
                                   {"source", "baseline.cu"},
                                   {"manifest", json::parse(base_manifest)}};

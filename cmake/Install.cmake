@@ -4,15 +4,22 @@
 # BUILD/share/kloop, so a build and an installed copy find their data the same way and neither
 # reads the source tree.
 set(KLOOP_DATA_STAGE ${CMAKE_BINARY_DIR}/share/kloop)
+# Every operator folder (kernels/<name>/operator.cpp): its baseline and its contract.
+file(GLOB KLOOP_OPERATOR_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/kernels/*/operator.cpp)
+set(KLOOP_STAGE_COMMANDS)
+foreach(file IN LISTS KLOOP_OPERATOR_SOURCES)
+  get_filename_component(dir ${file} DIRECTORY)
+  get_filename_component(name ${dir} NAME)
+  list(APPEND KLOOP_STAGE_COMMANDS COMMAND ${CMAKE_COMMAND} -E copy_directory ${dir}/baseline
+       ${KLOOP_DATA_STAGE}/kernels/${name}/baseline COMMAND $<TARGET_FILE:kloop> contract ${name}
+       --out ${KLOOP_DATA_STAGE}/contracts/${name}.json)
+endforeach()
 add_custom_target(
   kloop_data ALL
-  COMMAND ${CMAKE_COMMAND} -E make_directory ${KLOOP_DATA_STAGE}/kernels/rmsnorm
-          ${KLOOP_DATA_STAGE}/contracts
-  COMMAND ${CMAKE_COMMAND} -E copy_directory ${CMAKE_SOURCE_DIR}/kernels/rmsnorm/baseline
-          ${KLOOP_DATA_STAGE}/kernels/rmsnorm/baseline
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${KLOOP_DATA_STAGE}/contracts
+  ${KLOOP_STAGE_COMMANDS}
   COMMAND ${CMAKE_COMMAND} -E copy_directory ${CMAKE_SOURCE_DIR}/prompts/templates
           ${KLOOP_DATA_STAGE}/prompts/templates
-  COMMAND $<TARGET_FILE:kloop> contract rmsnorm --out ${KLOOP_DATA_STAGE}/contracts/rmsnorm.json
   COMMENT "Staging kloop's data in share/kloop"
   VERBATIM)
 add_dependencies(kloop_data kloop)

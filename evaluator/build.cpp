@@ -92,7 +92,17 @@ std::string cuda_include_dir(const BuildOptions& options) {
   return canonical(cuda_root(options) + "/include");
 }
 
+BuildResult build_candidate(std::string_view source, const op::Manifest& manifest,
+                            const BuildOptions& options) {
+  return build_candidate(source, manifest.target, options);
+}
+
 BuildResult build_candidate(std::string_view source, const rmsnorm::Manifest& manifest,
+                            const BuildOptions& options) {
+  return build_candidate(source, manifest.target, options);
+}
+
+BuildResult build_candidate(std::string_view source, const std::string& target,
                             const BuildOptions& options) {
   BuildResult r;
   const std::string root = cuda_root(options);
@@ -101,7 +111,7 @@ BuildResult build_candidate(std::string_view source, const rmsnorm::Manifest& ma
                   {root + "/include/", "<cuda-include>/"},
                   {canonical(root) + "/", "<cuda>/"},
                   {root + "/", "<cuda>/"}};
-  nlohmann::json evidence = {{"target", manifest.target}};
+  nlohmann::json evidence = {{"target", target}};
 
   // 1. Pre-scan: nothing outside the toolkit headers ever reaches the compiler; directives that
   // name no compilable toolkit header become #error lines, which fail only where the
@@ -149,7 +159,7 @@ BuildResult build_candidate(std::string_view source, const rmsnorm::Manifest& ma
                                     "--include",
                                     inc + "/cccl",
                                     "--arch",
-                                    manifest.target,
+                                    target,
                                     "--as-mib",
                                     std::to_string(options.address_space_mib),
                                     "--cpu-s",

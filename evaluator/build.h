@@ -14,6 +14,7 @@
 #include "evaluator/gate.h"
 #include "evaluator/sandbox.h"
 #include "evaluator/subprocess.h"
+#include "kernels/manifest.h"
 #include "kernels/rmsnorm/manifest.h"
 
 namespace kloop::evaluator {
@@ -88,9 +89,13 @@ struct BuildResult {
 // CUDA include directory for `options` (canonical path).
 std::string cuda_include_dir(const BuildOptions& options);
 
-// Builds `source` for `manifest.target`. Expected outcomes (rejected include, compile error,
-// deadline, memory limit) are gate values; a missing worker or an unusable sandbox throws
-// InfraError (the caller records infra_error / not_run).
+// Builds `source` for `target` ("sm_90" or "sm_90a", the manifest's). Expected outcomes (rejected
+// include, compile error, deadline, memory limit) are gate values; a missing worker or an
+// unusable sandbox throws InfraError (the caller records infra_error / not_run).
+BuildResult build_candidate(std::string_view source, const std::string& target,
+                            const BuildOptions& options);
+BuildResult build_candidate(std::string_view source, const op::Manifest& manifest,
+                            const BuildOptions& options);
 BuildResult build_candidate(std::string_view source, const rmsnorm::Manifest& manifest,
                             const BuildOptions& options);
 

@@ -1,6 +1,7 @@
 // The correctness core: one audited candidate call per case, and suites of cases.
 #include "evaluator/correctness.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 
@@ -8,21 +9,36 @@
 
 namespace kloop::evaluator {
 
-using rmsnorm::CaseSpec;
-using rmsnorm::EpsScalar;
-using rmsnorm::Tolerance;
+using op::Tolerance;
 
 nlohmann::json RaisedError::to_json() const {
   return {{"declared", declared ? declared->to_json() : nlohmann::json(nullptr)},
           {"failure", failure_text}};
 }
 
-Candidate reference_candidate() {
-  return [](const HostTensor& x, const HostTensor& w, const EpsScalar& eps) {
-    auto r = rmsnorm::reference(x, w, eps);
+CandidateFn reference_candidate(const op::Operator& op) {
+  return [&op](const op::CallArgs& args) {
     CandidateCall call;
-    call.output = std::move(r.output);
-    if (r.error) call.error = RaisedError{std::move(r.error), {}};
+    const op::Validated v = op.validate(args);
+    if (!v.ok()) {
+      call.error = RaisedError{v.error, {}};
+      return call;
+    }
+    const op::Declaration& d = op.declaration();
+    const std::vector<int> written = op::written_tensors(d), passed = op::passed_tensors(d);
+    std::vector<HostTensor> expected = op.reference(args, v);
+    for (std::size_t k = 0; k < written.size(); ++k) {
+      const int t = written[k];
+      if (d.tensors[t].role == op::Role::kOutput) {
+        call.outputs.push_back(std::move(expected[k]));
+        continue;
+      }
+      // An input-output tensor: write the expected bytes into the passed tensor.
+      const auto at = std::find(passed.begin(), passed.end(), t) - passed.begin();
+      HostTensor dst = args.tensors[static_cast<std::size_t>(at)];
+      for (std::int64_t i = 0; i < dst.numel(); ++i)
+        dst.set(i, expected[k].get(i));
+    }
     return call;
   };
 }
@@ -76,7 +92,7 @@ ToleranceBreach breach(const HostTensor& actual, const HostTensor& expected, con
   b.actual = actual.get(i);
   b.atol = rule.atol;
   b.rtol = rule.rtol;
-  const double spacing = rmsnorm::output_ulp(dtype, b.expected);
+  const double spacing = output_ulp(dtype, b.expected);
   if (std::isfinite(b.expected) && std::isfinite(b.actual)) {
     b.abs_error = std::abs(b.actual - b.expected);
     b.ulps = b.abs_error / spacing;

@@ -1,6 +1,6 @@
-// run_case / run_suite: the audited candidate call (snapshot, call, audit, compare).
+// run_case / run_suite: the audited candidate call (snapshot, call, audit by role, compare).
+#include <algorithm>
 #include <exception>
-#include <tuple>
 
 #include <fmt/format.h>
 
@@ -8,22 +8,17 @@
 
 namespace kloop::evaluator {
 
-using rmsnorm::CaseSpec;
-using rmsnorm::EpsScalar;
-
 namespace {
 
 std::string raised_text(const RaisedError& e) {
-  if (e.declared) {
-    return fmt::format("declared error {}: {}", rmsnorm::error_code_name(e.declared->code),
-                       e.declared->message);
-  }
+  if (e.declared)
+    return fmt::format("declared error {}: {}", e.declared->code, e.declared->message);
   return e.failure_text.empty() ? "an undeclared failure" : e.failure_text;
 }
 
 // Input audit: metadata and logical bytes unchanged. Returns a reason or empty.
-std::string audit_inputs(const char* name, const HostTensor& t, const TensorMeta& meta_before,
-                         const std::vector<std::byte>& bytes_before) {
+std::string audit_input(const std::string& name, const HostTensor& t, const TensorMeta& meta_before,
+                        const std::vector<std::byte>& bytes_before) {
   if (!(t.meta() == meta_before)) {
     return fmt::format("input {} metadata changed (was {}, now {})", name,
                        meta_before.to_json().dump(), t.meta().to_json().dump());
@@ -40,97 +35,176 @@ CaseResult fail(CaseResult r, std::string reason) {
   return r;
 }
 
-} // namespace
+// What the pristine passed tensors looked like before the call.
+struct Snapshot {
+  std::vector<TensorMeta> meta;
+  std::vector<std::vector<std::byte>> bytes;
+};
 
-nlohmann::json CaseResult::to_json() const {
-  return {{"pass", pass},
-          {"case", case_name},
-          {"spec", case_spec},
-          {"reason", reason},
-          {"comparison", comparison ? comparison->to_json() : nlohmann::json(nullptr)}};
+Snapshot snapshot(const op::CallArgs& call) {
+  Snapshot s;
+  for (const HostTensor& t : call.tensors) {
+    s.meta.push_back(t.meta());
+    s.bytes.push_back(t.value_bytes());
+  }
+  return s;
 }
 
-CaseResult run_case(const Candidate& candidate, const HostTensor& x, const HostTensor& weight,
-                    const EpsScalar& eps, const std::optional<rmsnorm::Tolerance>& tol) {
-  CaseResult result;
-  result.case_spec = nullptr;
-  // The expected value comes from the pristine inputs, before the candidate can touch them.
-  const rmsnorm::Validation v = rmsnorm::validate(x, weight, eps);
-  std::optional<HostTensor> expected;
-  if (v.ok()) expected = rmsnorm::reference_compute(x, weight, v.eps32);
-  const TensorMeta x_meta = x.meta(), w_meta = weight.meta();
-  const std::vector<std::byte> x_bytes = x.value_bytes(), w_bytes = weight.value_bytes();
-
-  CandidateCall call;
+CandidateCall call_guarded(const CandidateFn& candidate, const op::CallArgs& call) {
   try {
-    call = candidate(x, weight, eps);
+    return candidate(call);
   } catch (const std::exception& e) {
-    call.error = RaisedError{std::nullopt, fmt::format("candidate threw: {}", e.what())};
+    CandidateCall c;
+    c.error = RaisedError{std::nullopt, fmt::format("candidate threw: {}", e.what())};
+    return c;
   } catch (...) {
-    call.error = RaisedError{std::nullopt, "candidate threw a non-standard exception"};
+    CandidateCall c;
+    c.error = RaisedError{std::nullopt, "candidate threw a non-standard exception"};
+    return c;
   }
+}
 
-  if (!call.audit_failures.empty()) {
-    return fail(std::move(result), fmt::format("audit: {}", call.audit_failures.front()));
-  }
-  for (auto [name, t, meta, bytes] :
-       {std::tuple{"x", &x, &x_meta, &x_bytes}, std::tuple{"weight", &weight, &w_meta, &w_bytes}}) {
-    if (std::string why = audit_inputs(name, *t, *meta, *bytes); !why.empty()) {
-      return fail(std::move(result), why);
-    }
-  }
-  if (!v.ok()) {
-    const auto want = rmsnorm::error_code_name(v.error->code);
-    if (call.output && !call.error) {
-      return fail(std::move(result),
-                  fmt::format("invalid input returned an output instead of raising {}", want));
-    }
-    if (!call.error || !call.error->declared || call.error->declared->code != v.error->code) {
-      return fail(std::move(result),
-                  fmt::format("invalid input must raise declared error {}; got {}", want,
-                              call.error ? raised_text(*call.error) : "nothing"));
-    }
-    result.pass = true;
-    return result;
-  }
-  if (call.error) {
-    return fail(std::move(result),
-                fmt::format("candidate raised on a valid input: {}", raised_text(*call.error)));
-  }
-  if (!call.output || !call.output->valid()) {
+// The outputs' and input-outputs' checks against the reference (valid call, no error raised).
+CaseResult judge_outputs(CaseResult result, const op::Operator& op, const op::CallArgs& call,
+                         const CandidateCall& got, const std::vector<HostTensor>& expected,
+                         const std::optional<op::Tolerance>& tol) {
+  const op::Declaration& d = op.declaration();
+  const std::vector<int> passed = op::passed_tensors(d), written = op::written_tensors(d);
+  const std::size_t want_outputs =
+      static_cast<std::size_t>(std::count_if(written.begin(), written.end(), [&](int t) {
+        return d.tensors[t].role == op::Role::kOutput;
+      }));
+  if (got.outputs.empty() && want_outputs > 0)
     return fail(std::move(result), "candidate returned no output tensor");
-  }
-  const HostTensor& y = *call.output;
-  if (y.shares_storage(x) || y.shares_storage(weight)) {
-    return fail(std::move(result), fmt::format("output aliases input {} (shares its storage); "
-                                               "return a fresh tensor",
-                                               y.shares_storage(x) ? "x" : "weight"));
-  }
-  if (y.layout() != TensorLayout::kStrided || !same_device(y.device(), x.device())) {
-    return fail(std::move(result),
-                fmt::format("output must be a strided tensor on {}; got {} on {}",
-                            device_name(x.device()),
-                            y.layout() == TensorLayout::kStrided ? "strided" : "sparse",
-                            device_name(y.device())));
-  }
-  const rmsnorm::Tolerance t = tol ? *tol : rmsnorm::tolerance_for(x.dtype());
-  result.comparison = compare(y, *expected, t);
-  if (!result.comparison->pass) {
-    // The reason is copied before `result` is moved: the order in which a call's arguments are
-    // evaluated is unspecified (clang moves the comparison out first, and the reason was empty).
-    std::string why = result.comparison->reason;
-    return fail(std::move(result), std::move(why));
+  if (got.outputs.size() != want_outputs)
+    return fail(std::move(result), fmt::format("candidate returned {} output tensors; the contract "
+                                               "has {}",
+                                               got.outputs.size(), want_outputs));
+  const HostTensor& first = call.tensors.front();
+  std::size_t out_index = 0;
+  for (std::size_t k = 0; k < written.size(); ++k) {
+    const op::Tensor& decl = d.tensors[written[k]];
+    const HostTensor* actual = nullptr;
+    if (decl.role == op::Role::kOutput) {
+      actual = &got.outputs[out_index++];
+      if (!actual->valid()) return fail(std::move(result), "candidate returned no output tensor");
+      for (std::size_t p = 0; p < passed.size(); ++p)
+        if (actual->shares_storage(call.tensors[p]))
+          return fail(std::move(result),
+                      fmt::format("output aliases input {} (shares its storage); return a fresh "
+                                  "tensor",
+                                  d.tensors[passed[p]].name));
+      if (actual->layout() != TensorLayout::kStrided ||
+          !same_device(actual->device(), first.device()))
+        return fail(std::move(result),
+                    fmt::format("output must be a strided tensor on {}; got {} on {}",
+                                device_name(first.device()),
+                                actual->layout() == TensorLayout::kStrided ? "strided" : "sparse",
+                                device_name(actual->device())));
+    } else {
+      const auto at = std::find(passed.begin(), passed.end(), written[k]) - passed.begin();
+      actual = &call.tensors[static_cast<std::size_t>(at)];
+    }
+    const op::Tolerance t = tol ? *tol : op.tolerance(first.dtype(), written[k]);
+    Comparison c = compare(*actual, expected[k], t);
+    const bool ok = c.pass;
+    if (!ok && written.size() > 1) c.reason = fmt::format("{}: {}", decl.name, c.reason);
+    if (!result.comparison || (!ok && result.comparison->pass)) result.comparison = std::move(c);
+    if (!ok) {
+      // The reason is copied before `result` is moved: the order in which a call's arguments are
+      // evaluated is unspecified (clang moves the comparison out first, and the reason was empty).
+      std::string why = result.comparison->reason;
+      return fail(std::move(result), std::move(why));
+    }
   }
   result.pass = true;
   return result;
 }
 
-CaseResult run_case(const Candidate& candidate, const CaseSpec& spec) {
-  rmsnorm::CaseInputs in = rmsnorm::materialize(spec);
-  CaseResult r = run_case(candidate, in.x, in.weight, in.eps);
-  r.case_name = spec.name;
-  r.case_spec = spec.to_json();
+} // namespace
+
+nlohmann::json CaseResult::to_json() const {
+  nlohmann::json j{{"pass", pass},
+                   {"case", case_name},
+                   {"spec", case_spec},
+                   {"reason", reason},
+                   {"comparison", comparison ? comparison->to_json() : nlohmann::json(nullptr)}};
+  if (!route.empty()) {
+    j["route"] = route;
+    j["variant"] = variant;
+  }
+  return j;
+}
+
+CaseResult run_case(const op::Operator& op, const CandidateFn& candidate, const op::CallArgs& call,
+                    const std::optional<op::Tolerance>& tol) {
+  CaseResult result;
+  result.case_spec = nullptr;
+  const op::Declaration& d = op.declaration();
+  // The expected value comes from the pristine inputs, before the candidate can touch them.
+  const op::Validated v = op.validate(call);
+  std::vector<HostTensor> expected;
+  if (v.ok()) {
+    // Input-output tensors are copied first: the candidate writes them in place afterwards.
+    op::CallArgs pristine = call;
+    const std::vector<int> passed = op::passed_tensors(d);
+    for (std::size_t p = 0; p < pristine.tensors.size() && p < passed.size(); ++p)
+      if (d.tensors[passed[p]].role == op::Role::kInputOutput)
+        pristine.tensors[p] = pristine.tensors[p].clone();
+    expected = op.reference(pristine, v);
+  }
+  const Snapshot before = snapshot(call);
+
+  const CandidateCall got = call_guarded(candidate, call);
+  result.route = got.route;
+  result.variant = got.variant;
+
+  if (!got.audit_failures.empty())
+    return fail(std::move(result), fmt::format("audit: {}", got.audit_failures.front()));
+  const std::vector<int> passed = op::passed_tensors(d);
+  for (std::size_t p = 0; p < call.tensors.size() && p < passed.size(); ++p) {
+    if (d.tensors[passed[p]].role != op::Role::kInput) continue; // written in place
+    if (std::string why = audit_input(d.tensors[passed[p]].name, call.tensors[p], before.meta[p],
+                                      before.bytes[p]);
+        !why.empty())
+      return fail(std::move(result), why);
+  }
+  if (!v.ok()) {
+    const std::string& want = v.error->code;
+    if (!got.outputs.empty() && !got.error)
+      return fail(std::move(result),
+                  fmt::format("invalid input returned an output instead of raising {}", want));
+    if (!got.error || !got.error->declared || got.error->declared->code != want)
+      return fail(std::move(result),
+                  fmt::format("invalid input must raise declared error {}; got {}", want,
+                              got.error ? raised_text(*got.error) : "nothing"));
+    result.pass = true;
+    return result;
+  }
+  if (got.error)
+    return fail(std::move(result),
+                fmt::format("candidate raised on a valid input: {}", raised_text(*got.error)));
+  return judge_outputs(std::move(result), op, call, got, expected, tol);
+}
+
+CaseResult run_case(const op::Operator& op, const CandidateFn& candidate,
+                    const nlohmann::json& spec) {
+  const op::CallArgs call = op.materialize(spec);
+  CaseResult r = run_case(op, candidate, call);
+  r.case_name = spec.value("name", std::string());
+  r.case_spec = spec;
   return r;
+}
+
+void SuiteResult::add(CaseResult r) {
+  if (r.pass) {
+    ++passed;
+  } else {
+    ++failed;
+    pass = false;
+    if (!first_failure) first_failure = cases.size();
+  }
+  cases.push_back(std::move(r));
 }
 
 nlohmann::json SuiteResult::to_json() const {
@@ -144,20 +218,23 @@ nlohmann::json SuiteResult::to_json() const {
           {"cases", all}};
 }
 
-SuiteResult run_suite(const Candidate& candidate, const std::vector<CaseSpec>& specs,
-                      bool stop_at_first_failure) {
-  SuiteResult s;
-  for (const auto& spec : specs) {
-    s.cases.push_back(run_case(candidate, spec));
-    if (s.cases.back().pass) {
-      ++s.passed;
-      continue;
-    }
-    ++s.failed;
-    s.pass = false;
-    if (!s.first_failure) s.first_failure = s.cases.size() - 1;
-    if (stop_at_first_failure) break;
+void run_suite(const op::Operator& op, const CandidateFn& candidate,
+               const std::vector<nlohmann::json>& specs, SuiteResult& result,
+               const SuiteRunOptions& options) {
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (options.before_case) options.before_case(i, specs[i]);
+    CaseResult r = run_case(op, candidate, specs[i]);
+    const bool pass = r.pass;
+    result.add(std::move(r));
+    if (options.after_case) options.after_case(result.cases.back());
+    if (!pass && options.stop_at_first_failure) break;
   }
+}
+
+SuiteResult run_suite(const op::Operator& op, const CandidateFn& candidate,
+                      const std::vector<nlohmann::json>& specs, bool stop_at_first_failure) {
+  SuiteResult s;
+  run_suite(op, candidate, specs, s, SuiteRunOptions{stop_at_first_failure, {}, {}});
   return s;
 }
 

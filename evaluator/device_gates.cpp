@@ -1,10 +1,13 @@
 // Correctness on the device through the GPU worker (see device_gates.h).
 #include "evaluator/device_gates.h"
 
-#include "evaluator/evidence.h"
+#include <algorithm>
 
-#include "kernels/rmsnorm/cases.h"
-#include "kernels/rmsnorm/contract.h"
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "evaluator/evidence.h"
+#include "kernels/manifest.h"
 #include "store/hash.h"
 #include "store/text_view.h"
 
@@ -28,21 +31,67 @@ GateResult correctness_gate_from(const GpuRunResult& run) {
   return g;
 }
 
-std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
-  runs_.clear();
-  calls_.clear();
+std::vector<std::string> unlaunched_variants(const op::Operator& op, std::string_view manifest_text,
+                                             const std::vector<GpuRunResult>& runs) {
+  const op::ManifestParse mp = op::parse_manifest(op.declaration(), manifest_text);
+  if (!mp.manifest) return {};
+  std::vector<std::int64_t> launched(mp.manifest->variants.size(), 0);
+  for (const GpuRunResult& r : runs) {
+    if (!r.result.is_object() || !r.result.contains("path_counts")) continue;
+    const nlohmann::json per = r.result["path_counts"].value("per_variant", nlohmann::json());
+    if (!per.is_array()) continue;
+    for (std::size_t i = 0; i < per.size() && i < launched.size(); ++i)
+      if (per[i].is_number_integer()) launched[i] += per[i].get<std::int64_t>();
+  }
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < launched.size(); ++i)
+    if (launched[i] == 0)
+      out.push_back(fmt::format("variant {} ({})", i, mp.manifest->variants[i].name));
+  return out;
+}
+
+namespace {
+
+// The worker request of `mode` for a built candidate of operator `op`: operator, cubin, source
+// and the manifest as JSON (the one place this file parses it; the worker validates it again).
+GpuRunRequest candidate_request(const op::Operator& op, const BuiltCandidate& built,
+                                const std::string& mode) {
   GpuRunRequest req;
-  req.mode = "correctness";
+  req.mode = mode;
+  req.operator_id = op.contract_id();
   req.cubin = built.cubin;
   req.source = built.candidate.source;
   req.manifest = nlohmann::json::parse(built.candidate.manifest_text, nullptr, false);
+  req.cases = nlohmann::json::array();
+  return req;
+}
+
+// The built candidate's operator, checked against the one the baseline was built for.
+const op::Operator& operator_of(const BuiltCandidate& built, const GpuGatesOptions& o) {
+  if (o.op && o.op != &built.op)
+    throw InfraError("GpuWorkerGates: configured with the baseline of " + o.op->contract_id() +
+                     ", asked to evaluate a candidate of " + built.op.contract_id());
+  if (!o.op && !o.baseline_cubin.empty())
+    throw InfraError("GpuWorkerGates: a baseline cubin without GpuGatesOptions::op");
+  return built.op;
+}
+
+} // namespace
+
+std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
+  runs_.clear();
+  calls_.clear();
+  const op::Operator& op = operator_of(built, options_);
+  GpuRunRequest req = candidate_request(op, built, "correctness");
   req.cases = {{"suite", "public"}, {"seed", options_.public_seed}};
   req.options = {{"stop_at_first_failure", true}};
   GpuRunOptions ro = options_.runner;
   ro.deadline = options_.deadline;
   runs_.push_back(run_gpu_worker(req, ro));
   if (!runs_.back().call.argv.empty()) calls_.push_back(runs_.back().call);
-  if (options_.large_cases && runs_.back().status == GateStatus::kPass) {
+  const std::vector<std::string> suites = op.suite_names();
+  const bool has_large = std::find(suites.begin(), suites.end(), "large") != suites.end();
+  if (options_.large_cases && has_large && runs_.back().status == GateStatus::kPass) {
     req.cases = {{"suite", "large"}, {"seed", options_.public_seed}};
     req.options["concurrency"] = false;
     ro.deadline = options_.large_deadline;
@@ -59,14 +108,24 @@ std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
   GateResult correctness = correctness_gate_from(*decisive);
   { // what the receipt binds: the suite (specs + tolerance policy via the contract hash) and
     // the reference (defined by the contract document: formula, order, casts, errors)
-    nlohmann::json specs = nlohmann::json::array();
-    for (const auto& spec : rmsnorm::public_cases(options_.public_seed))
-      specs.push_back(spec.to_json());
-    correctness.evidence["suite_sha256"] =
-        store::sha256_hex(specs.dump() + "\n" + rmsnorm::contract_sha256());
-    correctness.evidence["reference_sha256"] = rmsnorm::contract_sha256();
+    const std::string contract = op.contract_sha256();
+    correctness.evidence["suite_sha256"] = store::sha256_hex(
+        nlohmann::json(op.suite("public", options_.public_seed)).dump() + "\n" + contract);
+    correctness.evidence["reference_sha256"] = contract;
   }
   if (runs_.size() > 1) correctness.evidence["batches"] = runs_.size();
+  if (correctness.status == GateStatus::kPass) {
+    const std::vector<std::string> unlaunched =
+        unlaunched_variants(op, built.candidate.manifest_text, runs_);
+    if (!unlaunched.empty()) {
+      correctness.status = GateStatus::kFail;
+      correctness.reason = fmt::format(
+          "{} served no public case: a variant only the holdout would reach is untested code; "
+          "widen the public reach of its when, fold it into another variant or drop it",
+          fmt::join(unlaunched, ", "));
+      correctness.evidence["unlaunched_variants"] = unlaunched;
+    }
+  }
   { // every case of every batch, as the worker judged it: the receipt's case-results record (a
     // "raw_" key: the store keeps it as a blob, not inline)
     nlohmann::json cases = nlohmann::json::array();
@@ -100,8 +159,6 @@ std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
 #include "evaluator/perf_gates.h"
 #include "evaluator/roofline.h"
 #include "evaluator/sanitizer.h"
-#include "kernels/rmsnorm/cases.h"
-#include "kernels/rmsnorm/contract.h"
 #include "store/hash.h"
 
 namespace kloop::evaluator {
@@ -133,13 +190,14 @@ std::string find_sanitizer() {
   return "";
 }
 
-nlohmann::json base_request(const BuiltCandidate& built, const std::string& mode) {
-  return {{"mode", mode},
-          {"cubin", "kernel.cubin"},
-          {"source", "kernel.cu"},
-          {"manifest", nlohmann::json::parse(built.candidate.manifest_text, nullptr, false)},
-          {"cases", nlohmann::json::array()},
-          {"options", nlohmann::json::object()}};
+// request.json of a worker started by another tool (compute-sanitizer, ncu) in `dir`, whose
+// kernel.cubin and kernel.cu the caller writes there.
+nlohmann::json tool_request(const op::Operator& op, const BuiltCandidate& built,
+                            const std::string& mode) {
+  const GpuRunRequest r = candidate_request(op, built, mode);
+  return {{"mode", r.mode},        {"operator", r.operator_id}, {"cubin", "kernel.cubin"},
+          {"source", "kernel.cu"}, {"manifest", r.manifest},    {"cases", r.cases},
+          {"options", r.options}};
 }
 
 std::string read_text(const fs::path& path) {
@@ -148,20 +206,16 @@ std::string read_text(const fs::path& path) {
 }
 
 // One `benchmark` batch; returns the worker result (status pass/fail) or the failed run.
-GpuRunResult benchmark_run(const BuiltCandidate& built, const GpuGatesOptions& o) {
+GpuRunResult benchmark_run(const op::Operator& op, const BuiltCandidate& built,
+                           const GpuGatesOptions& o) {
   RequestDir dir;
-  GpuRunRequest req;
-  req.mode = "benchmark";
-  req.cubin = built.cubin;
-  req.source = built.candidate.source;
-  req.manifest = nlohmann::json::parse(built.candidate.manifest_text, nullptr, false);
-  req.cases = nlohmann::json::array();
+  GpuRunRequest req = candidate_request(op, built, "benchmark");
   perf::BenchProtocol protocol;
   protocol.time_cap_s = o.bench_time_cap_s;
   protocol.stop_rule = o.bench_stop_rule;
   protocol.max_rounds = 200;
   req.options["benchmark"] =
-      perf::bench_request(rmsnorm::benchmark_shapes(), protocol, "bench_raw.json");
+      perf::bench_request(op.declaration(), op.benchmark_shapes(), protocol, "bench_raw.json");
   if (!o.baseline_cubin.empty()) {
     dir.write("baseline.cubin", o.baseline_cubin);
     dir.write("baseline.cu", o.baseline_source);
@@ -190,7 +244,7 @@ GpuRunResult benchmark_run(const BuiltCandidate& built, const GpuGatesOptions& o
   run.result["baseline_label"] =
       o.baseline_cubin.empty()
           ? "trusted reference kernel (fp32 accumulation, one final cast)"
-          : "in-tree baseline kernels/rmsnorm/baseline, source sha256 " +
+          : "in-tree baseline " + op.baseline_folder() + ", source sha256 " +
                 store::sha256_hex(o.baseline_source) + " (fp32 accumulation, one final cast)";
   // Raw samples travel into the evidence as "raw_samples" (the store moves raw_* to a blob).
   std::ifstream raw(dir.path / "bench_raw.json");
@@ -209,7 +263,7 @@ GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
   RequestDir dir;
   dir.write("kernel.cubin", built.cubin);
   dir.write("kernel.cu", built.candidate.source);
-  dir.write("request.json", base_request(built, "sanitize").dump());
+  dir.write("request.json", tool_request(operator_of(built, o), built, "sanitize").dump());
   sanitizer::GateConfig config;
   config.sanitizer_path = find_sanitizer();
   const std::string worker =
@@ -222,8 +276,8 @@ GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
   config.concurrent = o.sanitizer_concurrent;
   config.request_files = {"kernel.cubin", "kernel.cu", "request.json"};
   if (!o.racecheck_scrub)
-    config.prepare_folder = [&built](std::string_view tool, const std::string& folder) {
-      nlohmann::json req = base_request(built, "sanitize");
+    config.prepare_folder = [&built, &o](std::string_view tool, const std::string& folder) {
+      nlohmann::json req = tool_request(operator_of(built, o), built, "sanitize");
       req["options"]["sanitize"] = {{"shared_scrub", tool != "racecheck"}};
       std::ofstream(fs::path(folder) / "request.json", std::ios::binary | std::ios::trunc)
           << req.dump();
@@ -308,7 +362,8 @@ std::vector<GateResult> GpuWorkerGates::run_perf_gates(const BuiltCandidate& bui
       out.push_back(g);
     return out;
   }
-  GpuRunResult bench = benchmark_run(built, options_);
+  const op::Operator& op = operator_of(built, options_);
+  GpuRunResult bench = benchmark_run(op, built, options_);
   runs_.push_back(bench);
   if (!bench.call.argv.empty()) calls_.push_back(bench.call);
   if (!bench.result.is_object() || !bench.result.contains("benchmark")) {
@@ -319,8 +374,8 @@ std::vector<GateResult> GpuWorkerGates::run_perf_gates(const BuiltCandidate& bui
     return out;
   }
   const nlohmann::json& b = bench.result["benchmark"];
-  GateResult bg = perf::benchmark_gate(b);
-  GateResult rg = perf::roofline_gate(b);
+  GateResult bg = perf::benchmark_gate(op.declaration(), b);
+  GateResult rg = perf::roofline_gate(op.declaration(), b);
   if (b.contains("raw_samples")) bg.evidence["raw_samples"] = b["raw_samples"];
   bg.evidence["protocol_sha256"] = bench.result.value("protocol_sha256", std::string());
   bg.evidence["baseline"] = bench.result.value("baseline_label", std::string());
@@ -329,12 +384,7 @@ std::vector<GateResult> GpuWorkerGates::run_perf_gates(const BuiltCandidate& bui
     bg.reason = bench.reason;
   }
   if (options_.pc_sampling && bg.status == GateStatus::kPass) {
-    GpuRunRequest req;
-    req.mode = "pcsample";
-    req.cubin = built.cubin;
-    req.source = built.candidate.source;
-    req.manifest = nlohmann::json::parse(built.candidate.manifest_text, nullptr, false);
-    req.cases = nlohmann::json::array();
+    const GpuRunRequest req = candidate_request(op, built, "pcsample");
     GpuRunOptions ro = options_.runner;
     ro.deadline = std::chrono::milliseconds(60000);
     ro.work = DeviceWork::kTimed;
@@ -350,45 +400,52 @@ std::vector<GateResult> GpuWorkerGates::run_perf_gates(const BuiltCandidate& bui
   if (options_.measured_dram && bg.status == GateStatus::kPass)
     attach_measured_dram(built, rg);
   else if (!options_.ncu_skip_reason.empty() && bg.status == GateStatus::kPass) {
-    const rmsnorm::BenchShape shape = measured_dram_shape();
-    rg.evidence["measured_dram"] = {
-        {"status", "not_run"},
-        {"reason", options_.ncu_skip_reason},
-        {"shape", {{"rows", shape.rows}, {"h", shape.h}, {"dtype", dtype_name(shape.dtype)}}}};
+    rg.evidence["measured_dram"] = {{"status", "not_run"},
+                                    {"reason", options_.ncu_skip_reason},
+                                    {"shape", measured_dram_shape(op).to_json(op.declaration())}};
   }
   out.push_back(bg);
   out.push_back(rg);
   return out;
 }
 
-rmsnorm::BenchShape measured_dram_shape() {
-  const auto shapes = rmsnorm::benchmark_shapes();
+op::BenchShape measured_dram_shape(const op::Operator& op) {
+  const op::Declaration& d = op.declaration();
+  const auto shapes = op.benchmark_shapes();
+  const op::BenchShape* best = nullptr;
   for (const auto& s : shapes)
-    if (s.dtype == DType::kBFloat16 && s.rows == 65536 && s.h == 4096) return s;
+    if (s.dtype == DType::kBFloat16 && (!best || roofline::logical_bytes(d, s).unique() >
+                                                     roofline::logical_bytes(d, *best).unique()))
+      best = &s;
+  if (best) return *best;
   for (const auto& s : shapes)
-    if (roofline::shape_class(s.rows, s.h, s.dtype) == "streaming") return s;
-  return shapes.empty() ? rmsnorm::BenchShape{65536, 4096, DType::kBFloat16} : shapes.front();
+    if (roofline::shape_class(d, s) == "streaming") return s;
+  if (shapes.empty()) throw InfraError("operator " + op.contract_id() + " has no benchmark shape");
+  return shapes.front();
 }
 
 void GpuWorkerGates::attach_measured_dram(const BuiltCandidate& built, GateResult& roofline_gate) {
-  const rmsnorm::BenchShape shape = measured_dram_shape();
-  const std::int64_t logical = roofline::logical_bytes(shape.rows, shape.h, shape.dtype).unique();
-  const nlohmann::json shape_json{
-      {"rows", shape.rows}, {"h", shape.h}, {"dtype", dtype_name(shape.dtype)}};
+  const op::Operator& op = operator_of(built, options_);
+  const op::BenchShape shape = measured_dram_shape(op);
+  const std::int64_t logical = roofline::logical_bytes(op.declaration(), shape).unique();
+  const nlohmann::json shape_json = shape.to_json(op.declaration());
   nlohmann::json ev;
   try {
     RequestDir dir;
     dir.write("kernel.cubin", built.cubin);
     dir.write("kernel.cu", built.candidate.source);
-    nlohmann::json req = base_request(built, "bench");
+    nlohmann::json req = tool_request(op, built, "bench");
     req["options"] = {{"shapes", nlohmann::json::array({shape_json})},
                       {"iters", ncu::kLaunchCount - 1}}; // + 1 warm-up = the launch cap
     dir.write("request.json", req.dump());
     ncu::RunConfig config;
     config.ncu_path =
         options_.ncu_path == "-" ? ncu::find_ncu(std::getenv("PATH")) : options_.ncu_path;
-    const auto entry = built.manifest.entry_points.find(shape.dtype);
-    if (entry != built.manifest.entry_points.end()) config.kernel_name = entry->second;
+    for (const op::Variant& v : built.manifest.variants) // the first variant with that dtype
+      if (const auto entry = v.entry_points.find(shape.dtype); entry != v.entry_points.end()) {
+        config.kernel_name = entry->second;
+        break;
+      }
     config.worker_argv = {options_.runner.worker.empty() ? worker_path("kloop-gpu-worker")
                                                          : options_.runner.worker,
                           dir.path.string()};
@@ -411,11 +468,12 @@ void GpuWorkerGates::attach_measured_dram(const BuiltCandidate& built, GateResul
   ev["logical_unique_bytes"] = logical;
   roofline_gate.evidence["measured_dram"] = ev;
   if (roofline_gate.evidence.contains("shapes"))
-    for (auto& s : roofline_gate.evidence["shapes"])
-      if (s.value("rows", std::int64_t{0}) == shape.rows &&
-          s.value("h", std::int64_t{0}) == shape.h &&
-          s.value("dtype", std::string()) == dtype_name(shape.dtype))
-        s["measured_dram"] = ev;
+    for (auto& s : roofline_gate.evidence["shapes"]) {
+      bool same = true;
+      for (const auto& [key, value] : shape_json.items())
+        same = same && s.contains(key) && s[key] == value;
+      if (same) s["measured_dram"] = ev;
+    }
 }
 
 } // namespace kloop::evaluator

@@ -21,13 +21,16 @@
 
 #include "evaluator/gpu_runner.h"
 #include "evaluator/pipeline.h"
-#include "kernels/rmsnorm/contract.h"
+#include "kernels/operator.h"
 
 namespace kloop::evaluator {
 
 struct GpuGatesOptions {
-  std::uint64_t public_seed = 1;                    // public_cases(seed)
-  bool large_cases = false;                         // also run large_cases(seed) in a second batch
+  // The operator the baseline fields below belong to; a candidate of another operator is an
+  // InfraError (nullptr: only with no baseline configured).
+  const op::Operator* op = nullptr;
+  std::uint64_t public_seed = 1; // the operator's public suite for this seed
+  bool large_cases = false; // also run the "large" suite (when the operator has one) in a batch
   std::chrono::milliseconds deadline{30000};        // watchdog of the public batch
   std::chrono::milliseconds large_deadline{300000}; // watchdog of the large batch
   GpuRunOptions runner; // worker path, isolation (deadline is overridden)
@@ -100,12 +103,20 @@ GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
 // The correctness GateResult of one worker outcome (exposed for unit tests).
 GateResult correctness_gate_from(const GpuRunResult& run);
 
+// Candidate format 2 (issue 25): the variants of `manifest_text` (parsed against `op`'s
+// declaration; a format-1 manifest is one variant) that no case of the public batches `runs`
+// launched, read from each worker result's path_counts.per_variant, as "variant 1 (scalar)". A
+// variant only the holdout would reach is untested code, so the correctness gate fails on any.
+// Empty when every variant served a case, or when the manifest does not parse.
+std::vector<std::string> unlaunched_variants(const op::Operator& op, std::string_view manifest_text,
+                                             const std::vector<GpuRunResult>& runs);
+
 // CUPTI PC-sampling result (worker mode "pcsample") as the feedback layout
 // {"histogram": {stall reason: samples}, "top_lines": [{"line","reason","samples"}], ...}.
 nlohmann::json stalls_from_pcsample(const nlohmann::json& pcsample);
 
-// The shape ncu profiles: bf16 65536 x 4096 when the contract's benchmark sweep has it, else the
-// sweep's first "streaming" shape, else its first shape.
-rmsnorm::BenchShape measured_dram_shape();
+// The shape ncu profiles: the operator's largest bfloat16 shape of the benchmark sweep (bf16 65536
+// x 4096 for weighted_rmsnorm/1), else its first "streaming" shape, else its first shape.
+op::BenchShape measured_dram_shape(const op::Operator& op);
 
 } // namespace kloop::evaluator

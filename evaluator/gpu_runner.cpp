@@ -244,6 +244,7 @@ GpuRunResult run_gpu_worker(const GpuRunRequest& request, const GpuRunOptions& o
                      {"cases", request.cases},
                      {"options", request.options},
                      {"manifest", request.manifest}};
+  if (!request.operator_id.empty()) req["operator"] = request.operator_id;
   if (request.cubin) {
     write_file(dir / "kernel.cubin", *request.cubin);
     req["cubin"] = "kernel.cubin";

@@ -8,12 +8,14 @@
 // (ours). kloop never links the CUDA runtime; a faulted worker is never reused.
 //
 // Worker protocol (files in the request folder):
-//   request.json  {"mode": "probe"|"correctness", "cubin": "kernel.cubin" | absent (every call then
-//                  goes to the trusted reference kernel), "source": "kernel.cu",
-//                  "manifest": {...} | absent,
-//                  "cases": [CaseSpec JSON...] | {"suite": "public"|"large"|"cases_md"|"invalid",
-//                  "seed": N}, "options": {"guard_bytes": 256, "repeats": 2, "small_repeats": 20,
-//                  "concurrency": true, "stop_at_first_failure": false}}
+//   request.json  {"mode": "probe"|"correctness"|..., "operator": contract id (kernels/registry.h;
+//                  absent: the manifest's "contract"), "cubin": "kernel.cubin" | absent (every call
+//                  then goes to the trusted reference kernel), "source": "kernel.cu", "manifest":
+//                  {...} | absent, "cases": [case spec JSON...] | {"suite": one of the operator's
+//                  suite names
+//                  ("public", "large", "cases_md", "invalid"), "seed": N}, "options":
+//                  {"guard_bytes": 256, "repeats": 2, "small_repeats": 20, "concurrency": true,
+//                  "stop_at_first_failure": false}}
 //   progress.json written by the worker before each case: {"index": i, "name": "...", "total": n}
 //   result.json   {"status": "pass"|"fail"|"crashed"|"not_run"|"infra_error", "reason": "...",
 //                  "device_query": {"call": "cudaGetDeviceCount", "error": "cudaErrorNoDevice"|...,
@@ -69,10 +71,11 @@ struct GpuRunOptions {
 
 struct GpuRunRequest {
   std::string mode = "correctness"; // "probe" or "correctness"
+  std::string operator_id;          // contract id of the operator; "": the manifest's contract
   std::optional<std::string> cubin; // candidate cubin bytes; nullopt: reference kernel only
   std::string source;               // kernel.cu text (kept beside the request for the record)
   nlohmann::json manifest;          // manifest.json text parsed as JSON (null when no cubin)
-  nlohmann::json cases;             // [CaseSpec JSON] or {"suite": ..., "seed": N}
+  nlohmann::json cases;             // [case spec JSON] or {"suite": ..., "seed": N}
   nlohmann::json options = nlohmann::json::object(); // worker options (see protocol above)
 };
 

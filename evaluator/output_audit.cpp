@@ -32,7 +32,7 @@ std::string input_changed(std::span<const std::byte> before, std::span<const std
 }
 
 std::string repeat_mismatch(std::span<const std::byte> first, std::span<const std::byte> again,
-                            std::size_t element_bytes, int call_number) {
+                            std::size_t element_bytes, int call_number, bool poisoned) {
   if (first.size() == again.size() &&
       (first.empty() || std::memcmp(first.data(), again.data(), first.size()) == 0))
     return {};
@@ -43,8 +43,8 @@ std::string repeat_mismatch(std::span<const std::byte> first, std::span<const st
     if (std::memcmp(&again[e], &first[e], es) == 0) continue;
     ++differ;
     first_bad = std::min(first_bad, e / es);
-    bool both = true;
-    for (std::size_t b = 0; b < es; ++b)
+    bool both = poisoned;
+    for (std::size_t b = 0; b < es && both; ++b)
       both = both && static_cast<unsigned char>(first[e + b]) == kPoisonNan &&
              static_cast<unsigned char>(again[e + b]) == kPoisonFinite;
     unwritten += both;

@@ -30,8 +30,10 @@ std::string input_changed(std::span<const std::byte> before, std::span<const std
 
 // The output of call `call_number` (2, 3, ...) made with kPoisonFinite against the first call's,
 // made with kPoisonNan, element by element (`element_bytes` each): elements still holding both
-// poisons were never written; other differences are nondeterminism.
+// poisons were never written; other differences are nondeterminism. `poisoned` false (a buffer
+// restored, not poisoned, before each call: an input-output tensor): every difference is
+// nondeterminism.
 std::string repeat_mismatch(std::span<const std::byte> first, std::span<const std::byte> again,
-                            std::size_t element_bytes, int call_number);
+                            std::size_t element_bytes, int call_number, bool poisoned = true);
 
 } // namespace kloop::evaluator::audit

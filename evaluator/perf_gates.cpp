@@ -1,6 +1,7 @@
 // Benchmark and roofline gates from the worker's benchmark result (perf_gates.h).
 #include "evaluator/perf_gates.h"
 
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <stdexcept>
@@ -60,16 +61,48 @@ bool has_samples(const json& state, const char* key) {
          state["samples"][key].is_array() && !state["samples"][key].empty();
 }
 
-std::string shape_name(const json& shape) {
-  return fmt::format("{}x{} {}", store::int_at(shape, "rows", 0), store::int_at(shape, "h", 0),
-                     shape.value("dtype", std::string("?")));
+// The JSON key of axis `a` in a benchmark shape: its name in lower case ("h").
+std::string axis_key(const op::Axis& a) {
+  std::string key = a.name;
+  for (char& c : key)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return key;
 }
 
-DType shape_dtype(const json& shape, const std::string& where) {
-  const json& name = need(shape, "dtype", where);
-  const auto d = name.is_string() ? parse_dtype(name.get<std::string>()) : std::nullopt;
-  if (!d) throw InfraError("benchmark result: " + where + ".dtype is not a contract dtype");
-  return *d;
+// "65536x4096 bfloat16": rows, then the variable axes in declaration order (0 for a member that is
+// not an integer: this names the shape in messages, parse_shape checks it).
+std::string shape_name(const op::Declaration& decl, const json& shape) {
+  std::string dims = std::to_string(store::int_at(shape, "rows", 0));
+  for (const op::Axis& a : decl.axes)
+    if (a.variable) dims += "x" + std::to_string(store::int_at(shape, axis_key(a).c_str(), 0));
+  return fmt::format("{} {}", dims, store::string_at(shape, "dtype", "?"));
+}
+
+// The shape's rows, axes and dtype (op::BenchShape::from_json), InfraError naming what is missing.
+op::BenchShape parse_shape(const op::Declaration& decl, const json& shape,
+                           const std::string& where) {
+  try {
+    return op::BenchShape::from_json(decl, shape);
+  } catch (const std::invalid_argument& e) {
+    throw InfraError("benchmark result: " + where + ": " + e.what());
+  }
+}
+
+// parse_shape() of a shape the roofline arithmetic can use: rows and every variable axis an
+// integer >= 1 (need_int), else InfraError naming the key.
+op::BenchShape need_shape(const op::Declaration& decl, const json& shape,
+                          const std::string& where) {
+  need_int(shape, "rows", where, 1);
+  for (const op::Axis& a : decl.axes)
+    if (a.variable) need_int(shape, axis_key(a).c_str(), where, 1);
+  return parse_shape(decl, shape, where);
+}
+
+// The shape's JSON keys (rows, axes, dtype) with the shape class, for the gates' evidence.
+json shape_keys(const op::Declaration& decl, const op::BenchShape& s) {
+  json j = s.to_json(decl);
+  j["shape_class"] = roofline::shape_class(decl, s);
+  return j;
 }
 
 // Stats of one cache state of one shape.
@@ -136,15 +169,11 @@ json BenchProtocol::to_json() const {
   return out;
 }
 
-json bench_request(const std::vector<rmsnorm::BenchShape>& shapes, const BenchProtocol& protocol,
-                   const std::string& raw_samples_path) {
+json bench_request(const op::Declaration& decl, const std::vector<op::BenchShape>& shapes,
+                   const BenchProtocol& protocol, const std::string& raw_samples_path) {
   json list = json::array();
-  for (const auto& s : shapes) {
-    list.push_back({{"rows", s.rows},
-                    {"h", s.h},
-                    {"dtype", dtype_name(s.dtype)},
-                    {"shape_class", roofline::shape_class(s.rows, s.h, s.dtype)}});
-  }
+  for (const auto& s : shapes)
+    list.push_back(shape_keys(decl, s));
   return {{"protocol", protocol.to_json()},
           {"shapes", list},
           {"copy_ceiling_bytes", roofline::kMinCopyBytes},
@@ -170,7 +199,7 @@ template <class Gate> GateResult malformed_is_infra(const char* gate, Gate&& rea
   }
 }
 
-GateResult read_benchmark_gate(const json& r) {
+GateResult read_benchmark_gate(const op::Declaration& decl, const json& r) {
   GateResult g;
   g.name = std::string(kGateBenchmark);
   json shapes_out = json::array();
@@ -178,7 +207,7 @@ GateResult read_benchmark_gate(const json& r) {
   std::vector<bench::PairedRatio> vs_baseline; // one per measured state, for the geometric mean
   std::string first_failure;
   for (const auto& shape : need(r, "shapes", "benchmark")) {
-    const std::string where = shape_name(shape);
+    const std::string where = shape_name(decl, shape);
     json states = json::array();
     for (const auto& state : need(shape, "states", where)) {
       const std::string swhere = where + " " + state.value("state", std::string("?"));
@@ -220,11 +249,10 @@ GateResult read_benchmark_gate(const json& r) {
                                             : same)++;
       vs_baseline.push_back(ratio);
     }
-    shapes_out.push_back({{"rows", store::int_at(shape, "rows", 0)},
-                          {"h", store::int_at(shape, "h", 0)},
-                          {"dtype", shape.value("dtype", std::string())},
-                          {"shape_class", shape.value("shape_class", std::string())},
-                          {"states", states}});
+    json out = shape_keys(decl, parse_shape(decl, shape, where));
+    out["shape_class"] = shape.value("shape_class", std::string()); // as the worker measured it
+    out["states"] = states;
+    shapes_out.push_back(std::move(out));
   }
   const bench::GeomeanSpeedup geomean =
       vs_baseline.empty() ? bench::GeomeanSpeedup{} : bench::geomean_speedup(vs_baseline);
@@ -273,7 +301,7 @@ GateResult read_benchmark_gate(const json& r) {
   return g;
 }
 
-GateResult read_roofline_gate(const json& r, double margin) {
+GateResult read_roofline_gate(const op::Declaration& decl, const json& r, double margin) {
   GateResult g;
   g.name = std::string(kGateRoofline);
   const json& ceiling = need(r, "copy_ceiling", "benchmark");
@@ -285,12 +313,10 @@ GateResult read_roofline_gate(const json& r, double margin) {
   json shapes_out = json::array();
   std::string first_failure;
   for (const auto& shape : need(r, "shapes", "benchmark")) {
-    const std::string where = shape_name(shape);
-    const auto rows = need_int(shape, "rows", where, 1);
-    const auto h = need_int(shape, "h", where, 1);
-    const DType dtype = shape_dtype(shape, where);
-    const auto bytes = roofline::logical_bytes(rows, h, dtype);
-    const std::string cls(roofline::shape_class(rows, h, dtype));
+    const std::string where = shape_name(decl, shape);
+    const op::BenchShape bs = need_shape(decl, shape, where);
+    const auto bytes = roofline::logical_bytes(decl, bs);
+    const std::string cls(roofline::shape_class(decl, bs));
     json states = json::array();
     double cold_fraction = -1, any_fraction = -1;
     for (const auto& state : need(shape, "states", where)) {
@@ -324,12 +350,9 @@ GateResult read_roofline_gate(const json& r, double margin) {
     if (cold_fraction >= 0 || any_fraction >= 0) {
       by_class[cls].push_back(cold_fraction >= 0 ? cold_fraction : any_fraction);
     }
-    json s{{"rows", rows},
-           {"h", h},
-           {"dtype", dtype_name(dtype)},
-           {"shape_class", cls},
-           {"logical_bytes", bytes.to_json()},
-           {"states", states}};
+    json s = shape_keys(decl, bs);
+    s["logical_bytes"] = bytes.to_json();
+    s["states"] = states;
     if (shape.contains("ncu")) s["measured_dram"] = shape["ncu"];
     shapes_out.push_back(std::move(s));
   }
@@ -342,8 +365,7 @@ GateResult read_roofline_gate(const json& r, double margin) {
                 {"copy_ceiling", ceiling},
                 {"l2_bytes", l2},
                 {"margin", margin},
-                {"bytes_formula", "unique = x read + weight read once + y write = (2*rows*h + h) * "
-                                  "elem; with_rereads adds (rows-1)*h*elem weight re-reads"},
+                {"bytes_formula", roofline::bytes_formula(decl)},
                 {"shapes", shapes_out},
                 {"by_class", classes}};
   if (!first_failure.empty()) {
@@ -360,12 +382,12 @@ GateResult read_roofline_gate(const json& r, double margin) {
 
 } // namespace
 
-GateResult benchmark_gate(const json& r) {
-  return malformed_is_infra("benchmark", [&] { return read_benchmark_gate(r); });
+GateResult benchmark_gate(const op::Declaration& decl, const json& r) {
+  return malformed_is_infra("benchmark", [&] { return read_benchmark_gate(decl, r); });
 }
 
-GateResult roofline_gate(const json& r, double margin) {
-  return malformed_is_infra("roofline", [&] { return read_roofline_gate(r, margin); });
+GateResult roofline_gate(const op::Declaration& decl, const json& r, double margin) {
+  return malformed_is_infra("roofline", [&] { return read_roofline_gate(decl, r, margin); });
 }
 
 std::vector<GateResult> not_run(const std::string& reason) {

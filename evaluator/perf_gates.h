@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/gate.h"
-#include "kernels/rmsnorm/contract.h"
+#include "kernels/operator.h"
 
 namespace kloop::evaluator::perf {
 
@@ -43,21 +43,23 @@ struct BenchProtocol {
   nlohmann::json to_json() const;
 };
 
-// The "benchmark" member of a worker request: {"protocol":{...},"shapes":[{rows,h,dtype,
-// shape_class}],"copy_ceiling_bytes":1073741824,"raw_samples_path":PATH}. The caller adds the
-// mode, candidate and baseline fields of the worker's request format.
-nlohmann::json bench_request(const std::vector<rmsnorm::BenchShape>& shapes,
+// The "benchmark" member of a worker request: {"protocol":{...},"shapes":[BenchShape JSON plus
+// shape_class ({rows,h,dtype,shape_class} for weighted_rmsnorm/1)],"copy_ceiling_bytes":
+// 1073741824,"raw_samples_path":PATH}. The caller adds the mode, operator, candidate and baseline
+// fields of the worker's request format.
+nlohmann::json bench_request(const op::Declaration& decl, const std::vector<op::BenchShape>& shapes,
                              const BenchProtocol& protocol, const std::string& raw_samples_path);
 
 // Benchmark gate from the worker result's "benchmark" member (layout in h7-api.md). A missing or
 // malformed member (a missing key, a wrong JSON type, a shape of no rows) is an InfraError naming
 // it (the worker is ours), never another exception.
-GateResult benchmark_gate(const nlohmann::json& bench_result);
+GateResult benchmark_gate(const op::Declaration& decl, const nlohmann::json& bench_result);
 
 // Roofline gate from the same member: needs "copy_ceiling" and the cold (else warm) candidate
 // kernel samples of each shape. `margin`: declared plausibility margin (roofline.h). Malformed
 // input: InfraError, as for benchmark_gate.
-GateResult roofline_gate(const nlohmann::json& bench_result, double margin = 0.05);
+GateResult roofline_gate(const op::Declaration& decl, const nlohmann::json& bench_result,
+                         double margin = 0.05);
 
 // Both gates as not_run with `reason` (no device, worker missing, earlier gate failed).
 std::vector<GateResult> not_run(const std::string& reason);

@@ -1,7 +1,10 @@
 #include "evaluator/pipeline.h"
 
+#include <fmt/format.h>
+
 #include "evaluator/evidence.h"
 #include "evaluator/static_inspection.h"
+#include "kernels/registry.h"
 #include "store/hash.h"
 
 namespace kloop::evaluator {
@@ -22,35 +25,75 @@ void skip_rest(std::vector<GateResult>& gates, std::initializer_list<std::string
     gates.push_back(not_run(n, reason));
 }
 
+std::string registered_contracts() {
+  std::string out;
+  for (const op::Operator* o : op::operators())
+    out += (out.empty() ? "" : ", ") + o->contract_id();
+  return out;
+}
+
 std::string cuda_root_of(const BuildOptions& o) {
   if (!o.cuda_root.empty()) return o.cuda_root;
   if (const char* env = std::getenv("KLOOP_CUDA_ROOT"); env && *env) return env;
   return "/usr/local/cuda";
 }
 
+// The operator the candidate implements: the registered operator its manifest's "contract" names,
+// which must be `wanted` when the caller named one. A manifest that is not JSON or names no
+// contract is left to the manifest parser, which names the problem (no operator then).
+std::vector<op::ManifestError> identify_operator(const Candidate& candidate,
+                                                 const op::Operator* wanted,
+                                                 const op::Operator*& found) {
+  found = wanted;
+  const nlohmann::json doc = nlohmann::json::parse(candidate.manifest_text, nullptr, false);
+  const auto it = doc.is_object() ? doc.find("contract") : doc.end();
+  if (!doc.is_object() || it == doc.end() || !it->is_string()) return {};
+  const std::string contract = it->get<std::string>();
+  const op::Operator* named = op::find_operator(contract);
+  if (wanted && named != wanted)
+    return {{"contract", fmt::format("'contract' = \"{}\" is not the contract of operator {} ({}); "
+                                     "write \"contract\": \"{}\"",
+                                     contract, wanted->cli_name(), wanted->contract_id(),
+                                     wanted->contract_id())}};
+  if (!named || named->contract_id() != contract)
+    return {{"contract", fmt::format("'contract' = \"{}\" names no registered operator contract; "
+                                     "registered: {}",
+                                     contract, registered_contracts())}};
+  found = named;
+  return {};
+}
+
 } // namespace
 
-GateResult contract_gate(const Candidate& candidate, std::optional<rmsnorm::Manifest>* manifest) {
-  std::optional<rmsnorm::Manifest> parsed_manifest;
+GateResult contract_gate(const Candidate& candidate, const op::Operator* wanted,
+                         std::optional<op::Manifest>* manifest, const op::Operator** found) {
+  std::optional<op::Manifest> parsed_manifest;
   auto problems = check_candidate_bytes(candidate);
+  const op::Operator* op = nullptr;
+  if (problems.empty()) problems = identify_operator(candidate, wanted, op);
+  // An unidentified operator (a manifest that is not JSON or names no contract) is read against
+  // the first registered one, whose parser names the problem.
+  const op::Operator& reader = op ? *op : *op::operators().front();
   if (problems.empty()) {
-    auto parsed = rmsnorm::parse_manifest(candidate.manifest_text);
+    auto parsed = op::parse_manifest(reader.declaration(), candidate.manifest_text);
     parsed_manifest = std::move(parsed.manifest);
     problems = std::move(parsed.errors);
   }
   if (!problems.empty()) {
-    evidence::ContractEvidence found;
+    evidence::ContractEvidence evidence;
     for (const auto& e : problems)
-      found.errors.push_back({e.field, e.message});
+      evidence.errors.push_back({e.field, e.message});
     return {std::string(kGateContract), GateStatus::kFail, problems.front().message,
-            found.to_json()};
+            evidence.to_json()};
   }
-  GateResult g{std::string(kGateContract),
-               GateStatus::kPass,
-               "",
-               {{"dispatch_predicate", rmsnorm::dispatch_predicate_text(*parsed_manifest)},
-                {"target", parsed_manifest->target}}};
+  GateResult g{
+      std::string(kGateContract),
+      GateStatus::kPass,
+      "",
+      {{"dispatch_predicate", op::dispatch_predicate_text(reader.declaration(), *parsed_manifest)},
+       {"target", parsed_manifest->target}}};
   if (manifest) *manifest = std::move(parsed_manifest);
+  if (found) *found = &reader;
   return g;
 }
 
@@ -90,7 +133,7 @@ HostStages run_host_stages(const Candidate& candidate, const EvaluateOptions& op
 
   // Contract.
   double t = steady_now_ms();
-  gates.push_back(contract_gate(candidate, &ev.manifest));
+  gates.push_back(contract_gate(candidate, options.op, &ev.manifest, &out.op));
   phases.add_since("contract", t);
   if (gates.back().status != GateStatus::kPass) {
     skip_rest(gates, {kGateBuild, kGateStatic}, "contract gate failed");
@@ -121,7 +164,8 @@ HostStages run_host_stages(const Candidate& candidate, const EvaluateOptions& op
 
   // Static inspection.
   t = steady_now_ms();
-  GateResult st = static_gate(b.log, b.ptx, b.cubin, *ev.manifest, cuda_root_of(options.build));
+  GateResult st = static_gate(b.log, b.ptx, b.cubin, out.op->declaration(), *ev.manifest,
+                              cuda_root_of(options.build));
   phases.add_since("static", t);
   gates.push_back(st);
   if (st.status != GateStatus::kPass) {
@@ -136,11 +180,11 @@ HostStages run_host_stages(const Candidate& candidate, const EvaluateOptions& op
 
 Evaluation run_device_stages(HostStages host, const Candidate& candidate, DeviceGates& device) {
   Evaluation ev = std::move(host.evaluation);
-  if (!host.device_ready || !ev.manifest || !ev.build) return ev;
+  if (!host.device_ready || !host.op || !ev.manifest || !ev.build) return ev;
   auto& gates = ev.report.gates;
   const BuildResult& b = *ev.build;
   try {
-    auto dev = device.run(BuiltCandidate{candidate, *ev.manifest, b.cubin, b.ptx});
+    auto dev = device.run(BuiltCandidate{*host.op, candidate, *ev.manifest, b.cubin, b.ptx});
     gates.insert(gates.end(), dev.begin(), dev.end());
   } catch (const InfraError& e) {
     for (auto n : kDeviceGates)

@@ -14,15 +14,17 @@
 #include "evaluator/gate.h"
 #include "evaluator/phases.h"
 #include "evaluator/subprocess.h"
-#include "kernels/rmsnorm/manifest.h"
+#include "kernels/manifest.h"
+#include "kernels/operator.h"
 
 namespace kloop::evaluator {
 
 // What the device gates get: the candidate after contract, build and static gates passed.
 struct BuiltCandidate {
+  const op::Operator& op; // the operator its manifest's contract names
   const Candidate& candidate;
-  const rmsnorm::Manifest& manifest;
-  const std::string& cubin; // sm_90 / sm_90a cubin bytes
+  const op::Manifest& manifest; // read against op's declaration (format 1 or 2)
+  const std::string& cubin;     // sm_90 / sm_90a cubin bytes
   const std::string& ptx;
 };
 
@@ -50,14 +52,17 @@ private:
 };
 
 struct EvaluateOptions {
+  // The operator the candidate must implement (its manifest's "contract" must be this operator's
+  // contract id); nullptr: the registered operator the manifest's contract names.
+  const op::Operator* op = nullptr;
   BuildOptions build;
 };
 
 struct Evaluation {
-  PublicReport report; // verdict, gates, artifact hashes
-  std::optional<rmsnorm::Manifest> manifest;
-  std::optional<BuildResult> build; // verbatim logs, artifacts, tool calls (for the store)
-  std::vector<ToolCall> tool_calls; // every subprocess started for this candidate
+  PublicReport report;                  // verdict, gates, artifact hashes
+  std::optional<op::Manifest> manifest; // read against the operator's declaration
+  std::optional<BuildResult> build;     // verbatim logs, artifacts, tool calls (for the store)
+  std::vector<ToolCall> tool_calls;     // every subprocess started for this candidate
   // Where the time went (evaluator/phases.h): host phases, device processes, waits; starts in ms
   // from `origin_ms` (steady_now_ms() when the evaluation began). wall_ms: the whole evaluation.
   std::vector<Phase> phases;
@@ -65,11 +70,16 @@ struct Evaluation {
   double wall_ms = 0;
 };
 
-// The contract gate alone, as evaluate_candidate runs it first: the candidate's byte caps and
-// manifest.json against the contract (rmsnorm::parse_manifest). Pass carries the dispatch predicate
-// and target; fail carries evidence::ContractEvidence. `manifest` (may be null) receives the
-// parsed manifest on pass.
-GateResult contract_gate(const Candidate& candidate, std::optional<rmsnorm::Manifest>* manifest);
+// The contract gate alone, as evaluate_candidate runs it first: the candidate's byte caps, the
+// operator its manifest's "contract" names (a registered operator; `wanted` when not null), and
+// manifest.json against that operator's declaration (op::parse_manifest, format 1 or 2). A
+// manifest that is not JSON or names no contract is read against `wanted`, else the first
+// registered operator, whose parser names the problem. Pass carries the dispatch predicate and
+// target; fail carries evidence::ContractEvidence. On pass, `manifest` and `found` (either may be
+// null) receive the parsed manifest and the operator.
+GateResult contract_gate(const Candidate& candidate, const op::Operator* wanted,
+                         std::optional<op::Manifest>* manifest = nullptr,
+                         const op::Operator** found = nullptr);
 
 // Evaluates `candidate`. Never throws for candidate faults; an infrastructure failure inside a
 // gate becomes that gate's infra_error. The same as run_host_stages then run_device_stages.
@@ -83,7 +93,8 @@ Evaluation evaluate_candidate(const Candidate& candidate, const EvaluateOptions&
 // evaluation (phase times are relative to it; default: now).
 struct HostStages {
   Evaluation evaluation;
-  bool device_ready = false; // every host gate passed: run_device_stages next
+  bool device_ready = false;        // every host gate passed: run_device_stages next
+  const op::Operator* op = nullptr; // the operator the contract gate identified (when it passed)
 };
 HostStages run_host_stages(const Candidate& candidate, const EvaluateOptions& options,
                            double origin_ms = 0);

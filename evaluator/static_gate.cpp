@@ -11,6 +11,7 @@
 #include "evaluator/evidence.h"
 #include "evaluator/static_inspection.h"
 #include "evaluator/subprocess.h"
+#include "kernels/rmsnorm/operator.h"
 
 namespace kloop::evaluator {
 namespace {
@@ -100,19 +101,20 @@ nlohmann::json inspect_sass(const std::string& cubin, const std::string& cuda_ro
 }
 
 GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
-                       const std::string& cubin, const rmsnorm::Manifest& manifest,
+                       const std::string& cubin, const op::Declaration& decl,
+                       const std::vector<std::pair<DType, std::string>>& entry_points,
                        const std::string& cuda_root) {
   GateResult g{std::string(kGateStatic), GateStatus::kPass, "", nlohmann::json::object()};
   nlohmann::json resources = nlohmann::json::object();
   for (const auto& [name, r] : parse_ptxas_report(nvrtc_log))
     resources[name] = r.to_json();
   g.evidence["resources"] = resources;
-  const PtxInspection ins = inspect_ptx(ptx, manifest);
+  const PtxInspection ins = inspect_ptx(ptx, decl, entry_points);
   nlohmann::json entries = nlohmann::json::array();
   for (const auto& e : ins.entries) {
     std::string dtype;
-    for (const auto& [d, name] : manifest.entry_points)
-      if (name == e.name) dtype = std::string(dtype_name(d));
+    for (const auto& [d, name] : entry_points)
+      if (name == e.name && dtype.empty()) dtype = std::string(dtype_name(d));
     entries.push_back({{"name", e.name},
                        {"ptx_line", e.line},
                        {"params", e.param_types},
@@ -156,6 +158,19 @@ GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
   for (const auto& n : notes)
     g.reason += (g.reason.empty() ? "" : "; ") + n;
   return g;
+}
+
+GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
+                       const std::string& cubin, const op::Declaration& decl,
+                       const op::Manifest& manifest, const std::string& cuda_root) {
+  return static_gate(nvrtc_log, ptx, cubin, decl, entry_points_of(manifest), cuda_root);
+}
+
+GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
+                       const std::string& cubin, const rmsnorm::Manifest& manifest,
+                       const std::string& cuda_root) {
+  return static_gate(nvrtc_log, ptx, cubin, rmsnorm::declaration(),
+                     {manifest.entry_points.begin(), manifest.entry_points.end()}, cuda_root);
 }
 
 } // namespace kloop::evaluator

@@ -9,6 +9,8 @@
 
 #include <fmt/core.h>
 
+#include "kernels/rmsnorm/operator.h"
+
 namespace kloop::evaluator {
 namespace {
 
@@ -22,16 +24,6 @@ std::vector<std::string> split_lines(std::string_view text) {
     b = e + 1;
   }
   return lines;
-}
-
-// Accepted PTX parameter types for each of the contract's eight parameters
-// (x, weight, y, rows, H, x_row_stride, y_row_stride, eps).
-const std::vector<std::vector<std::string>>& contract_param_types() {
-  static const std::vector<std::vector<std::string>> kTypes = {
-      {".u64", ".b64"},         {".u64", ".b64"},         {".u64", ".b64"},
-      {".u64", ".s64", ".b64"}, {".u32", ".s32", ".b32"}, {".u64", ".s64", ".b64"},
-      {".u64", ".s64", ".b64"}, {".f32", ".b32"}};
-  return kTypes;
 }
 
 // The C++ spelling of a mangled name ("_Z7rms_f32PKfS0_Pfxixxf" -> "rms_f32(float const*, ...)"),
@@ -126,22 +118,28 @@ std::vector<PtxEntry> parse_ptx_entries(std::string_view ptx) {
   return entries_of(ptx::parse_module(ptx));
 }
 
-std::string contract_signature_problem(const PtxEntry& entry) {
-  const auto& want = contract_param_types();
+std::string contract_signature_problem(const PtxEntry& entry, const op::Declaration& decl) {
+  const std::vector<op::AbiParam> want = op::abi(decl);
   bool ok = entry.param_types.size() == want.size();
   for (std::size_t p = 0; ok && p < want.size(); ++p)
-    ok = std::find(want[p].begin(), want[p].end(), entry.param_types[p]) != want[p].end();
+    ok = std::find(want[p].ptx_types.begin(), want[p].ptx_types.end(), entry.param_types[p]) !=
+         want[p].ptx_types.end();
   if (ok) return {};
-  std::string got;
+  std::string got, need;
   for (const auto& t : entry.param_types)
     got += (got.empty() ? "" : ",") + t;
-  return fmt::format("PTX line {}: entry '{}' has parameters ({}); the contract needs "
-                     "(const T* x, const T* weight, T* y, long long rows, int H, "
-                     "long long x_row_stride, long long y_row_stride, float eps)",
-                     entry.line, entry.name, got);
+  for (const op::AbiParam& p : want)
+    need += (need.empty() ? "" : ", ") + p.c_type + " " + p.name;
+  return fmt::format("PTX line {}: entry '{}' has parameters ({}); the contract needs ({})",
+                     entry.line, entry.name, got, need);
 }
 
-PtxInspection inspect_ptx(std::string_view ptx, const rmsnorm::Manifest& manifest) {
+std::string contract_signature_problem(const PtxEntry& entry) {
+  return contract_signature_problem(entry, rmsnorm::declaration());
+}
+
+PtxInspection inspect_ptx(std::string_view ptx, const op::Declaration& decl,
+                          const std::vector<std::pair<DType, std::string>>& entry_points) {
   PtxInspection out;
   const ptx::Module module = ptx::parse_module(ptx);
   out.entries = entries_of(module);
@@ -164,20 +162,39 @@ PtxInspection inspect_ptx(std::string_view ptx, const rmsnorm::Manifest& manifes
                    [](const PtxFinding& a, const PtxFinding& b) { return a.line < b.line; });
   // Signatures and missing entries, in dtype order after the construct findings.
   std::set<std::string> named;
-  for (const auto& [dtype, name] : manifest.entry_points) {
-    named.insert(name);
+  for (const auto& [dtype, name] : entry_points) {
+    if (!named.insert(name).second) continue; // one check per entry point
+
     auto it = std::find_if(out.entries.begin(), out.entries.end(),
                            [&name = name](const PtxEntry& e) { return e.name == name; });
     if (it == out.entries.end()) {
       out.findings.push_back({0, "missing_entry", missing_entry_message(out.entries, name, dtype)});
       continue;
     }
-    if (auto why = contract_signature_problem(*it); !why.empty())
+    if (auto why = contract_signature_problem(*it, decl); !why.empty())
       out.findings.push_back({it->line, "signature", why});
   }
   for (const auto& e : out.entries)
     if (!named.contains(e.name)) out.unlisted_entries.push_back(e.name);
   return out;
+}
+
+std::vector<std::pair<DType, std::string>> entry_points_of(const op::Manifest& manifest) {
+  std::vector<std::pair<DType, std::string>> out;
+  for (const op::Variant& v : manifest.variants)
+    for (const auto& [dtype, name] : v.entry_points)
+      out.emplace_back(dtype, name);
+  return out;
+}
+
+PtxInspection inspect_ptx(std::string_view ptx, const op::Declaration& decl,
+                          const op::Manifest& manifest) {
+  return inspect_ptx(ptx, decl, entry_points_of(manifest));
+}
+
+PtxInspection inspect_ptx(std::string_view ptx, const rmsnorm::Manifest& manifest) {
+  return inspect_ptx(ptx, rmsnorm::declaration(),
+                     {manifest.entry_points.begin(), manifest.entry_points.end()});
 }
 
 std::vector<PtxFinding> check_ptx(std::string_view ptx, const rmsnorm::Manifest& manifest) {

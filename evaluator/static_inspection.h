@@ -1,8 +1,9 @@
 // Static inspection (gate `static`) of a built candidate, no GPU needed. From the ptxas report in
 // the NVRTC log: registers, spills, stack frame, static shared memory and barriers per entry point
 // (information). From the compiled module's PTX (evaluator/ptx_module.h), never from the source
-// text: the kernels the module defines with their parameter lists; every manifest entry point must
-// be one of them with exactly the contract's eight parameters (a missing entry is rejected here,
+// text: the kernels the module defines with their parameter lists; every entry point of every
+// manifest variant must be one of them with exactly the parameter classes of the operator's
+// canonical ABI (op::abi; weighted_rmsnorm/1's eight parameters) (a missing entry is rejected here,
 // naming the kernels the module does define); kernels the manifest does not name (a library's
 // own, such as cub's EmptyKernel) are allowed, never launched, and listed in the evidence. Then
 // the forbidden constructs, each a failure naming the PTX line: module-scope data the module can
@@ -21,6 +22,8 @@
 
 #include "evaluator/gate.h"
 #include "evaluator/ptx_module.h"
+#include "kernels/declaration.h"
+#include "kernels/manifest.h"
 #include "kernels/rmsnorm/manifest.h"
 
 namespace kloop::evaluator {
@@ -49,9 +52,11 @@ struct PtxEntry {
 };
 std::vector<PtxEntry> parse_ptx_entries(std::string_view ptx);
 
-// Why `entry` cannot be launched with the contract's kernel signature (const T* x, const T*
-// weight, T* y, long long rows, int H, long long x_row_stride, long long y_row_stride, float eps),
-// or empty when its parameter classes match. The one place that knows the signature's classes.
+// Why `entry` cannot be launched with the canonical kernel ABI of `decl` (op::abi: the PTX classes
+// each parameter may have), or empty when its parameter classes match; the one-argument form is
+// weighted_rmsnorm/1's (const T* x, const T* weight, T* y, long long rows, int H, long long
+// x_row_stride, long long y_row_stride, float eps).
+std::string contract_signature_problem(const PtxEntry& entry, const op::Declaration& decl);
 std::string contract_signature_problem(const PtxEntry& entry);
 
 // A forbidden construct or a signature problem, located in the PTX.
@@ -86,6 +91,15 @@ struct PtxInspection {
   std::vector<std::string> unlisted_entries;
   std::vector<ModuleDataUse> module_data;
 };
+// Every (dtype, entry point) of every variant of `manifest`, in variant order.
+std::vector<std::pair<DType, std::string>> entry_points_of(const op::Manifest& manifest);
+
+// `entry_points` are checked in order, each name once; the manifest forms list every variant's
+// entry points (op::Manifest) or the format-1 RMSNorm manifest's.
+PtxInspection inspect_ptx(std::string_view ptx, const op::Declaration& decl,
+                          const std::vector<std::pair<DType, std::string>>& entry_points);
+PtxInspection inspect_ptx(std::string_view ptx, const op::Declaration& decl,
+                          const op::Manifest& manifest);
 PtxInspection inspect_ptx(std::string_view ptx, const rmsnorm::Manifest& manifest);
 
 // inspect_ptx(ptx, manifest).findings.
@@ -101,6 +115,15 @@ nlohmann::json inspect_sass(const std::string& cubin, const std::string& cuda_ro
 
 // The `static` gate: fail on any PtxFinding; evidence {"resources", "entries",
 // "unlisted_entries", "module_data", "findings", "sass"}. A pass names the unlisted kernels.
+GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
+                       const std::string& cubin, const op::Declaration& decl,
+                       const std::vector<std::pair<DType, std::string>>& entry_points,
+                       const std::string& cuda_root);
+// The same for a candidate of `decl` with `manifest` (every variant's entry points), and for a
+// format-1 weighted_rmsnorm/1 manifest.
+GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
+                       const std::string& cubin, const op::Declaration& decl,
+                       const op::Manifest& manifest, const std::string& cuda_root);
 GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
                        const std::string& cubin, const rmsnorm::Manifest& manifest,
                        const std::string& cuda_root);

@@ -6,7 +6,8 @@
 #include "agent/openai_provider.h"
 #include "agent/reply_parser.h"
 #include "fuzz/fuzz_target.h"
-#include "kernels/rmsnorm/manifest.h"
+#include "kernels/manifest.h"
+#include "kernels/rmsnorm/operator.h"
 
 namespace {
 
@@ -14,7 +15,8 @@ void reply_text(const std::string& text) {
   const auto parsed = kloop::agent::parse_reply(text);
   const auto gate = kloop::agent::format_gate_result(parsed, text.size());
   (void)gate.evidence.dump();
-  if (parsed.ok) (void)kloop::rmsnorm::parse_manifest(parsed.manifest_text);
+  if (parsed.ok)
+    (void)kloop::op::parse_manifest(kloop::rmsnorm::declaration(), parsed.manifest_text);
 }
 
 } // namespace

@@ -11,6 +11,7 @@
 #include "evaluator/perf_gates.h"
 #include "evaluator/sanitizer.h"
 #include "fuzz/fuzz_target.h"
+#include "kernels/rmsnorm/operator.h"
 
 KLOOP_FUZZ_TARGET(worker_result) {
   using nlohmann::json;
@@ -33,13 +34,13 @@ KLOOP_FUZZ_TARGET(worker_result) {
   // malformed member is an InfraError naming the key (perf_gates.h), recorded as infra_error.
   const json bench = r.is_object() && r.contains("benchmark") ? r["benchmark"] : r;
   try {
-    (void)kloop::evaluator::perf::benchmark_gate(bench).evidence.dump(
-        -1, ' ', false, json::error_handler_t::replace);
+    (void)kloop::evaluator::perf::benchmark_gate(kloop::rmsnorm::declaration(), bench)
+        .evidence.dump(-1, ' ', false, json::error_handler_t::replace);
   } catch (const kloop::evaluator::InfraError&) {
   }
   try {
-    (void)kloop::evaluator::perf::roofline_gate(bench).evidence.dump(
-        -1, ' ', false, json::error_handler_t::replace);
+    (void)kloop::evaluator::perf::roofline_gate(kloop::rmsnorm::declaration(), bench)
+        .evidence.dump(-1, ' ', false, json::error_handler_t::replace);
   } catch (const kloop::evaluator::InfraError&) {
   }
   (void)kloop::evaluator::sanitizer::judge_poison(r);

@@ -10,61 +10,11 @@
 
 #include <fmt/core.h>
 
+#include "kernels/registry.h"
 #include "store/hash.h"
 
 namespace kloop::holdout {
 namespace fs = std::filesystem;
-using rmsnorm::CaseSpec;
-using rmsnorm::LayoutKind;
-using rmsnorm::ValueFamily;
-
-namespace {
-
-bool is_prime(std::int64_t n) {
-  if (n < 2) return false;
-  for (std::int64_t d = 2; d * d <= n; ++d)
-    if (n % d == 0) return false;
-  return true;
-}
-
-std::int64_t uniform_int(rmsnorm::Rng& rng, std::int64_t lo, std::int64_t hi) { // [lo, hi]
-  return lo + static_cast<std::int64_t>(rng.next() % static_cast<std::uint64_t>(hi - lo + 1));
-}
-
-std::int64_t draw_width(rmsnorm::Rng& rng, int index) {
-  std::int64_t h = uniform_int(rng, 1, 20000);
-  if (index % 3 == 0) { // a prime at or after h (<= 20011, the first prime past 20000)
-    while (!is_prime(h))
-      ++h;
-  }
-  return h;
-}
-
-// Outer shape with 1..3 dimensions whose product stays under `max_rows`.
-std::vector<std::int64_t> draw_outer(rmsnorm::Rng& rng, std::int64_t max_rows) {
-  const int dims = static_cast<int>(uniform_int(rng, 1, 3));
-  std::vector<std::int64_t> outer;
-  std::int64_t rows = 1;
-  for (int d = 0; d < dims; ++d) {
-    const std::int64_t cap = std::max<std::int64_t>(1, max_rows / rows);
-    const std::int64_t n = uniform_int(rng, 1, std::min<std::int64_t>(cap, d == 0 ? 4096 : 64));
-    outer.push_back(n);
-    rows *= n;
-  }
-  return outer;
-}
-
-constexpr ValueFamily kValueFamilies[] = {
-    ValueFamily::kHeavyTailed, ValueFamily::kOutlierChannels, ValueFamily::kRowScales,
-    ValueFamily::kNanInf,      ValueFamily::kNormal,          ValueFamily::kMixedMagnitudes,
-    ValueFamily::kRowScales,   ValueFamily::kOutlierChannels,
-};
-
-constexpr LayoutKind kLayouts[] = {LayoutKind::kContiguous,    LayoutKind::kSlicedGaps,
-                                   LayoutKind::kStorageOffset, LayoutKind::kContiguous,
-                                   LayoutKind::kTransposed,    LayoutKind::kExpanded};
-
-} // namespace
 
 std::uint64_t draw_secret_seed() {
   if (sodium_init() < 0) throw HoldoutError("holdout: libsodium failed to initialise");
@@ -73,53 +23,25 @@ std::uint64_t draw_secret_seed() {
   return seed;
 }
 
-std::vector<CaseSpec> generate_suite(std::uint64_t seed, const SuiteOptions& options) {
-  rmsnorm::Rng rng(seed ^ 0x686f6c646f75745fULL); // "holdout_": separates it from public draws
-  std::vector<CaseSpec> suite;
-  const std::int64_t per_case = std::max<std::int64_t>(1, options.max_elements / options.cases);
-  for (int i = 0; i < options.cases; ++i) {
-    CaseSpec s;
-    s.name = "holdout-" + std::to_string(i);
-    s.family = "holdout";
-    s.dtype = kAllDTypes[i % 3];
-    s.h = draw_width(rng, i);
-    s.layout = kLayouts[uniform_int(rng, 0, std::size(kLayouts) - 1)];
-    // Transposed views materialise an [H, rows] buffer; keep them small.
-    const std::int64_t row_budget = s.layout == LayoutKind::kTransposed
-                                        ? std::max<std::int64_t>(1, 200'000 / s.h)
-                                        : std::max<std::int64_t>(1, per_case / s.h);
-    s.outer = draw_outer(rng, row_budget);
-    if (s.layout == LayoutKind::kSlicedGaps) s.gap = uniform_int(rng, 1, 64);
-    s.offset = s.layout == LayoutKind::kStorageOffset ? uniform_int(rng, 1, 7) : 0;
-    s.weight_offset = uniform_int(rng, 0, 3);
-    s.values = kValueFamilies[uniform_int(rng, 0, std::size(kValueFamilies) - 1)];
-    // eps log-uniform in [1e-12, 1e-1]; one case in eight uses the integer 1.
-    if (uniform_int(rng, 0, 7) == 0) {
-      s.eps = rmsnorm::EpsScalar::integer(1);
-    } else {
-      s.eps = rmsnorm::EpsScalar::of(std::pow(10.0, -12.0 + 11.0 * rng.uniform()));
-    }
-    s.seed = rng.next();
-    suite.push_back(std::move(s));
-  }
-  return suite;
+std::vector<nlohmann::json> generate_suite(const op::Operator& op, std::uint64_t seed,
+                                           const SuiteOptions& options) {
+  return op.holdout_suite(seed, options.cases, options.max_elements);
 }
 
-std::string canonical_suite_text(const std::vector<CaseSpec>& suite) {
-  nlohmann::json arr = nlohmann::json::array();
-  for (const auto& s : suite)
-    arr.push_back(s.to_json());
-  return arr.dump(); // nlohmann::json objects keep keys sorted: the dump is canonical
+std::string canonical_suite_text(const std::vector<nlohmann::json>& suite) {
+  return nlohmann::json(suite).dump(); // nlohmann::json objects keep keys sorted: canonical
 }
 
-std::string commitment_for(const std::vector<CaseSpec>& suite, std::uint64_t seed) {
-  return store::sha256_hex(canonical_suite_text(suite) + "\n" + std::string(kSuiteVersion) +
+std::string commitment_for(const op::Operator& op, const std::vector<nlohmann::json>& suite,
+                           std::uint64_t seed) {
+  return store::sha256_hex(canonical_suite_text(suite) + "\n" + std::string(op.holdout_version()) +
                            "\nseed=" + std::to_string(seed));
 }
 
-bool verify_commitment(const std::string& commitment, std::uint64_t revealed_seed,
-                       const SuiteOptions& options) {
-  return commitment_for(generate_suite(revealed_seed, options), revealed_seed) == commitment;
+bool verify_commitment(const op::Operator& op, const std::string& commitment,
+                       std::uint64_t revealed_seed, const SuiteOptions& options) {
+  return commitment_for(op, generate_suite(op, revealed_seed, options), revealed_seed) ==
+         commitment;
 }
 
 namespace {
@@ -159,6 +81,23 @@ std::uint64_t seed_of(const nlohmann::json& body, const fs::path& path) {
   return seed;
 }
 
+// The operator a sealed file belongs to: its "operator" (a contract id), or, in a file written
+// before operators were registered, the one whose holdout version is the file's suite_version.
+const op::Operator& operator_of(const nlohmann::json& body, const fs::path& path) {
+  const op::Operator* found = nullptr;
+  if (body.contains("operator")) {
+    found = op::find_operator(field_of(body, path, "operator", "string").get<std::string>());
+  } else {
+    const std::string version = field_of(body, path, "suite_version", "string").get<std::string>();
+    for (const op::Operator* o : op::operators())
+      if (o->holdout_version() == version) found = o;
+  }
+  if (!found)
+    throw HoldoutError("holdout: sealed suite " + path.string() +
+                       " names no registered operator (`kloop operators` lists them)");
+  return *found;
+}
+
 // Bound on a sealed file's case count, so a corrupt file cannot make unsealing generate for hours.
 constexpr int kMaxSealedCases = 100000;
 
@@ -182,21 +121,22 @@ fs::path SealedSuite::retired_path() const {
   return dir_ / (label_ + ".retired");
 }
 
-SealedSuite SealedSuite::create(const fs::path& dir, const std::string& label, std::uint64_t seed,
+SealedSuite SealedSuite::create(const fs::path& dir, const std::string& label,
+                                const op::Operator& op, std::uint64_t seed,
                                 const SuiteOptions& options) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw HoldoutError("holdout: cannot create " + dir.string() + ": " + ec.message());
   fs::permissions(dir, fs::perms::owner_all, fs::perm_options::replace, ec);
-  SealedSuite suite(dir, label, commitment_for(generate_suite(seed, options), seed), options);
+  SealedSuite suite(dir, label, &op, commitment_for(op, generate_suite(op, seed, options), seed),
+                    options);
   if (fs::exists(suite.sealed_path()) || fs::exists(suite.retired_path()))
     throw HoldoutError("holdout: suite '" + label + "' exists already in " + dir.string() +
                        "; a suite is never re-sealed");
-  const nlohmann::json body = {{"suite_version", kSuiteVersion},
-                               {"seed", std::to_string(seed)},
-                               {"cases", options.cases},
-                               {"max_elements", options.max_elements},
-                               {"commitment", suite.commitment_}};
+  const nlohmann::json body = {
+      {"suite_version", op.holdout_version()}, {"operator", op.contract_id()},
+      {"seed", std::to_string(seed)},          {"cases", options.cases},
+      {"max_elements", options.max_elements},  {"commitment", suite.commitment_}};
   const fs::path tmp = suite.sealed_path().string() + ".tmp";
   {
     const mode_t old = ::umask(077); // the file is created owner-only
@@ -211,17 +151,18 @@ SealedSuite SealedSuite::create(const fs::path& dir, const std::string& label, s
 
 SealedSuite SealedSuite::open(const fs::path& dir, const std::string& label,
                               const std::string& recorded_commitment) {
-  SealedSuite probe(dir, label, recorded_commitment, {});
+  SealedSuite probe(dir, label, nullptr, recorded_commitment, {});
   const fs::path path =
       fs::exists(probe.sealed_path()) ? probe.sealed_path() : probe.retired_path();
   if (!fs::exists(path))
     throw HoldoutError("holdout: no sealed suite '" + label + "' in " + dir.string());
   const nlohmann::json body = read_sealed(path);
-  if (field_of(body, path, "suite_version", "string") != kSuiteVersion)
+  probe.op_ = &operator_of(body, path);
+  if (field_of(body, path, "suite_version", "string") != probe.op_->holdout_version())
     throw HoldoutError(fmt::format("holdout: sealed suite {} was sealed with the rules {}; this "
                                    "kloop generates {}, so it cannot regenerate that suite",
                                    path.string(), body["suite_version"].get<std::string>(),
-                                   kSuiteVersion));
+                                   probe.op_->holdout_version()));
   if (field_of(body, path, "commitment", "string") != recorded_commitment)
     throw HoldoutError(fmt::format("holdout: sealed suite {} does not carry the commitment the "
                                    "store recorded when the session began ({}); the sealed file "
@@ -235,7 +176,7 @@ bool SealedSuite::retired() const {
   return !fs::exists(sealed_path());
 }
 
-std::vector<CaseSpec> SealedSuite::unseal_for_run() {
+std::vector<nlohmann::json> SealedSuite::unseal_for_run() {
   if (retired())
     throw HoldoutError("holdout: suite '" + label_ +
                        "' is retired; a holdout runs once — seal a "
@@ -246,8 +187,8 @@ std::vector<CaseSpec> SealedSuite::unseal_for_run() {
     throw HoldoutError("holdout: cannot retire " + sealed_path().string() + ": " + ec.message());
   const nlohmann::json body = read_sealed(retired_path());
   const std::uint64_t seed = seed_of(body, retired_path());
-  auto suite = generate_suite(seed, options_of(body, retired_path()));
-  if (commitment_for(suite, seed) != commitment_)
+  auto suite = generate_suite(*op_, seed, options_of(body, retired_path()));
+  if (commitment_for(*op_, suite, seed) != commitment_)
     throw HoldoutError("holdout: suite '" + label_ +
                        "' does not match the commitment the store recorded when the session "
                        "began; the sealed file was altered");

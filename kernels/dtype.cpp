@@ -1,7 +1,9 @@
 // Host-side dtype names and IEEE 754 binary16 / bfloat16 conversions (round to nearest even).
 #include "kernels/dtype.h"
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 
 namespace kloop {
@@ -93,6 +95,25 @@ std::uint16_t float_to_bf16_bits(float value) {
   }
   const std::uint32_t rounding = 0x7fffu + ((f >> 16) & 1u);
   return static_cast<std::uint16_t>((f + rounding) >> 16); // overflow rounds to Inf correctly
+}
+
+double output_ulp(DType dtype, double value) {
+  int digits = 24, emin = -126, emax = 127; // IEEE binary32
+  if (dtype == DType::kFloat16) {
+    digits = 11;
+    emin = -14;
+    emax = 15;
+  } else if (dtype == DType::kBFloat16) {
+    digits = 8;
+  }
+  int e = emax;
+  if (std::isfinite(value) && value != 0) {
+    std::frexp(value, &e); // |value| = m * 2^e, m in [0.5, 1)
+    e = std::clamp(e - 1, emin, emax);
+  } else if (value == 0) {
+    e = emin;
+  }
+  return std::ldexp(1.0, e - digits + 1);
 }
 
 } // namespace kloop

@@ -27,4 +27,10 @@ std::uint16_t float_to_half_bits(float value); // round to nearest even, overflo
 float bf16_bits_to_float(std::uint16_t bits);
 std::uint16_t float_to_bf16_bits(float value); // round to nearest even, NaN kept quiet
 
+// The spacing of `dtype`'s values at |value| (one ulp): 2^(e - p + 1) for |value| in [2^e, 2^(e+1))
+// with p = 24 (float32), 11 (float16), 8 (bfloat16) significand bits, and the subnormal spacing
+// below the smallest normal (2^-149, 2^-24, 2^-133). For a non-finite value: the largest normal
+// binade's spacing. The unit in which the correctness gate reports an error.
+double output_ulp(DType dtype, double value);
+
 } // namespace kloop

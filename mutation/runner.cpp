@@ -26,14 +26,15 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Per-case reasons of a worker batch, by case name.
+// Per-case reasons of a worker batch, by case name (the worker's suite result: each case as
+// evaluator::CaseResult::to_json(), its name under "case").
 std::map<std::string, std::string> case_reasons(const evaluator::GpuRunResult& run) {
   std::map<std::string, std::string> out;
   if (!run.result.is_object() || !run.result.contains("suite")) return out;
   const nlohmann::json cases = run.result["suite"].value("cases", nlohmann::json::array());
   for (const auto& c : cases)
     if (c.is_object() && !c.value("pass", false))
-      out[c.value("case_name", std::string())] = c.value("reason", std::string());
+      out[c.value("case", std::string())] = c.value("reason", std::string());
   return out;
 }
 
@@ -43,17 +44,22 @@ std::set<std::string> passed_cases(const evaluator::GpuRunResult& run) {
   if (!run.result.is_object() || !run.result.contains("suite")) return out;
   const nlohmann::json cases = run.result["suite"].value("cases", nlohmann::json::array());
   for (const auto& c : cases)
-    if (c.is_object() && c.value("pass", false)) out.insert(c.value("case_name", std::string()));
+    if (c.is_object() && c.value("pass", false)) out.insert(c.value("case", std::string()));
   return out;
 }
 
 struct Context {
+  const op::Operator& op;
   const evaluator::Candidate& baseline;
   const std::string& baseline_cubin;
-  const std::vector<rmsnorm::CaseSpec>& holdout_suite;
-  const std::vector<rmsnorm::CaseSpec>& pool;
+  const std::vector<nlohmann::json>& holdout_suite;
+  const std::vector<nlohmann::json>& pool;
   MutantBackend& backend;
 };
+
+std::string name_of(const nlohmann::json& spec) {
+  return spec.value("name", std::string());
+}
 
 // The search step of a mutant every gate and the holdout passed.
 void search(const Context& cx, const evaluator::Candidate& c, const std::string& cubin,
@@ -70,7 +76,7 @@ void search(const Context& cx, const evaluator::Candidate& c, const std::string&
         fmt::format("search batch {}: {}", evaluator::gate_status_name(pr.status), pr.reason);
     return;
   }
-  const std::vector<rmsnorm::CaseSpec> fails = failing_cases(pr, cx.pool);
+  const std::vector<nlohmann::json> fails = failing_cases(cx.op, pr, cx.pool);
   if (fails.empty()) {
     o.status = MutantStatus::kNotShownKillable;
     o.detail = "the search batch failed without naming a case: " + pr.reason;
@@ -79,13 +85,14 @@ void search(const Context& cx, const evaluator::Candidate& c, const std::string&
   const evaluator::GpuRunResult br = cx.backend.run_cases(cx.baseline, cx.baseline_cubin, fails);
   const std::set<std::string> baseline_ok = passed_cases(br);
   const std::map<std::string, std::string> reasons = case_reasons(pr);
-  for (const rmsnorm::CaseSpec& s : fails) { // smallest first
-    if (!baseline_ok.count(s.name)) continue;
+  for (const nlohmann::json& s : fails) { // smallest first
+    const std::string name = name_of(s);
+    if (!baseline_ok.count(name)) continue;
     o.status = MutantStatus::kAdmissibleMissed;
-    o.killing_input = s.to_json();
-    const auto r = reasons.find(s.name);
-    o.detail = fmt::format("fails {} ({} elements): {}; the unmodified baseline passes it", s.name,
-                           s.numel(), r != reasons.end() ? r->second : pr.reason);
+    o.killing_input = s;
+    const auto r = reasons.find(name);
+    o.detail = fmt::format("fails {} ({} elements): {}; the unmodified baseline passes it", name,
+                           cx.op.case_elements(s), r != reasons.end() ? r->second : pr.reason);
     return;
   }
   o.status = MutantStatus::kNotShownKillable;
@@ -157,8 +164,9 @@ std::optional<MutantOutcome> classify_evaluation(const evaluator::PublicReport& 
   return std::nullopt;
 }
 
-std::vector<rmsnorm::CaseSpec> failing_cases(const evaluator::GpuRunResult& run,
-                                             const std::vector<rmsnorm::CaseSpec>& cases) {
+std::vector<nlohmann::json> failing_cases(const op::Operator& op,
+                                          const evaluator::GpuRunResult& run,
+                                          const std::vector<nlohmann::json>& cases) {
   std::set<std::string> names;
   for (const auto& [name, reason] : case_reasons(run))
     names.insert(name);
@@ -170,17 +178,21 @@ std::vector<rmsnorm::CaseSpec> failing_cases(const evaluator::GpuRunResult& run,
       in_flight = run.progress.value("name", std::string());
     if (!in_flight.empty()) names.insert(in_flight);
   }
-  std::vector<rmsnorm::CaseSpec> out;
-  for (const rmsnorm::CaseSpec& s : cases)
-    if (names.count(s.name)) out.push_back(s);
-  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
-    return a.numel() != b.numel() ? a.numel() < b.numel() : a.name < b.name;
+  std::vector<std::pair<std::int64_t, nlohmann::json>> sized;
+  for (const nlohmann::json& s : cases)
+    if (names.count(name_of(s))) sized.emplace_back(op.case_elements(s), s);
+  std::stable_sort(sized.begin(), sized.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : name_of(a.second) < name_of(b.second);
   });
+  std::vector<nlohmann::json> out;
+  for (auto& [n, s] : sized)
+    out.push_back(std::move(s));
   return out;
 }
 
-CoverageReport analyze(const evaluator::Candidate& baseline, const std::vector<Mutant>& mutants,
-                       MutantBackend& backend, const AnalysisOptions& options,
+CoverageReport analyze(const op::Operator& op, const evaluator::Candidate& baseline,
+                       const std::vector<Mutant>& mutants, MutantBackend& backend,
+                       const AnalysisOptions& options,
                        const std::function<void(const std::string&)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   const evaluator::Evaluation base = backend.evaluate(baseline);
@@ -193,9 +205,9 @@ CoverageReport analyze(const evaluator::Candidate& baseline, const std::vector<M
   const std::string baseline_cubin = base.build ? base.build->cubin : std::string();
   holdout::SuiteOptions ho;
   ho.cases = options.holdout_cases;
-  const std::vector<rmsnorm::CaseSpec> holdout_suite = holdout::generate_suite(options.seed, ho);
-  const std::vector<rmsnorm::CaseSpec> pool = search_pool(options.seed, options.pool);
-  const Context cx{baseline, baseline_cubin, holdout_suite, pool, backend};
+  const std::vector<nlohmann::json> holdout_suite = holdout::generate_suite(op, options.seed, ho);
+  const std::vector<nlohmann::json> pool = search_pool(op, options.seed, options.pool);
+  const Context cx{op, baseline, baseline_cubin, holdout_suite, pool, backend};
 
   CoverageReport report;
   report.device = backend.device_name();

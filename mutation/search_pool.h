@@ -1,17 +1,17 @@
 // The random input pool searched for a killing input of a mutant that every gate passed (seed,
-// closing section). Wider than the public suite and the holdout on purpose: random widths (tiny,
-// primes, powers of two and their neighbours, uniform up to 16384), outer shapes from one row to
-// a few thousand (so persistent grids loop and double buffers alternate), sliced rows with gaps,
-// storage offsets on x and weight, every value family and several eps; all three dtypes. One own
-// case in four is 16-byte aligned (x, weight, row stride) with a gap, 513-4096 wide, with 600-5000
-// rows (up to 4 x max_case_elements), so vectorised multi-row paths see strided rows.
-// Deterministic for a seed; cases are named "pool-<i>".
+// closing section): each operator's own pool (kernels/<op>, Operator::search_pool), wider than
+// its public suite and its holdout on purpose. For weighted_rmsnorm/1: random widths, outer
+// shapes from one row to a few thousand (so persistent grids loop and double buffers alternate),
+// sliced rows, storage offsets, every value family and several eps, a 16-byte aligned vector-path
+// stratum, and holdout-style cases. Deterministic for a seed.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "kernels/rmsnorm/cases.h"
+#include <nlohmann/json.hpp>
+
+#include "kernels/operator.h"
 
 namespace kloop::mutation {
 
@@ -21,7 +21,8 @@ struct PoolOptions {
   std::int64_t max_case_elements = 2'000'000; // per case (rows * H); x4 in the vector stratum
 };
 
-// The pool for `seed`. Throws nothing; every spec is valid (no invalid calls).
-std::vector<rmsnorm::CaseSpec> search_pool(std::uint64_t seed, const PoolOptions& options = {});
+// The pool of `op` for `seed` (op.search_pool). Every spec is valid (no invalid calls).
+std::vector<nlohmann::json> search_pool(const op::Operator& op, std::uint64_t seed,
+                                        const PoolOptions& options = {});
 
 } // namespace kloop::mutation

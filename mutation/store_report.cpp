@@ -1,16 +1,18 @@
 // Checker-coverage report -> store rows (see store_report.h).
 #include "mutation/store_report.h"
 
-#include "kernels/rmsnorm/contract.h"
+#include <stdexcept>
 
 namespace kloop::mutation {
 
 std::int64_t store_report(store::Store& st, const CoverageReport& report,
                           const StoreContext& context) {
+  if (!context.op) throw std::invalid_argument("store_report: no operator given");
+  const op::Operator& op = *context.op;
   store::SessionRecord s;
-  s.operator_name = "weighted_rmsnorm";
-  s.contract_version = std::to_string(rmsnorm::kContractVersion);
-  s.contract_sha256 = rmsnorm::contract_sha256();
+  s.operator_name = std::string(op.name());
+  s.contract_version = std::to_string(op.declaration().version);
+  s.contract_sha256 = op.contract_sha256();
   s.provider = std::string(store::kCheckerCoverageProvider);
   s.model = "in-tree baseline mutants";
   s.budget = static_cast<int>(report.outcomes.size());

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/operator.h"
 #include "mutation/report.h"
 #include "store/store.h"
 
@@ -19,10 +20,11 @@ namespace kloop::mutation {
 struct StoreContext {
   std::string kloop_version, kloop_commit; // of the running binary
   std::uint64_t seed = 0;
+  const op::Operator* op = nullptr; // the analysed operator (required)
 };
 
 // Writes the session, iteration and artifact in one step; returns the session id. Throws
-// store::StoreError on a store failure.
+// store::StoreError on a store failure, std::invalid_argument without an operator.
 std::int64_t store_report(store::Store& store, const CoverageReport& report,
                           const StoreContext& context);
 

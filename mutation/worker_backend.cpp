@@ -42,6 +42,7 @@ GateResult skipped(std::string_view name, const std::string& why) {
 std::vector<GateResult> CorrectnessSanitizerGates::run(const evaluator::BuiltCandidate& built) {
   evaluator::GpuRunRequest req;
   req.mode = "correctness";
+  req.operator_id = built.op.contract_id();
   req.cubin = built.cubin;
   req.source = built.candidate.source;
   req.manifest = nlohmann::json::parse(built.candidate.manifest_text, nullptr, false);
@@ -95,6 +96,7 @@ WorkerBackend::WorkerBackend(WorkerBackendOptions options)
 
 evaluator::Evaluation WorkerBackend::evaluate(const evaluator::Candidate& candidate) {
   evaluator::EvaluateOptions eo;
+  eo.op = options_.op;
   eo.build = options_.build;
   if (!has_device_) {
     evaluator::NoDeviceGates none("no usable CUDA device: " + no_device_reason_);
@@ -117,15 +119,14 @@ evaluator::Evaluation WorkerBackend::evaluate(const evaluator::Candidate& candid
 
 evaluator::GpuRunResult WorkerBackend::run_cases(const evaluator::Candidate& candidate,
                                                  const std::string& cubin,
-                                                 const std::vector<rmsnorm::CaseSpec>& cases) {
+                                                 const std::vector<nlohmann::json>& cases) {
   evaluator::GpuRunRequest req;
   req.mode = "correctness";
   req.cubin = cubin;
   req.source = candidate.source;
   req.manifest = nlohmann::json::parse(candidate.manifest_text, nullptr, false);
-  req.cases = nlohmann::json::array();
-  for (const rmsnorm::CaseSpec& s : cases)
-    req.cases.push_back(s.to_json());
+  req.operator_id = options_.op->contract_id();
+  req.cases = cases;
   req.options = {{"stop_at_first_failure", false}};
   evaluator::GpuRunOptions ro;
   ro.deadline = options_.worker_deadline;

@@ -21,6 +21,7 @@
 namespace kloop::mutation {
 
 struct WorkerBackendOptions {
+  const op::Operator* op = nullptr;                     // the analysed operator (required)
   evaluator::BuildOptions build;                        // sandbox, build deadline
   std::uint64_t public_seed = 1;                        // public_cases(seed)
   std::chrono::milliseconds worker_deadline{120000};    // correctness / holdout / search batch
@@ -43,7 +44,7 @@ public:
   explicit WorkerBackend(WorkerBackendOptions options);
   evaluator::Evaluation evaluate(const evaluator::Candidate& candidate) override;
   evaluator::GpuRunResult run_cases(const evaluator::Candidate& candidate, const std::string& cubin,
-                                    const std::vector<rmsnorm::CaseSpec>& cases) override;
+                                    const std::vector<nlohmann::json>& cases) override;
   bool has_device() const override { return has_device_; }
   std::string device_name() const override { return device_name_; }
   const std::string& no_device_reason() const { return no_device_reason_; }

@@ -1,122 +1,91 @@
-// Planned launches of one path (bench_launch.h).
+// Buffers and launchers of the measurement modes (bench_launch.h).
 #include "evaluator/gpu_worker/bench_launch.h"
 
 #include <stdexcept>
 
 #include <fmt/format.h>
 
-#include "evaluator/gpu_worker/reference_kernel.h"
+#include "evaluator/gpu_worker/bench_kernels.h"
 
 namespace kloop::gpu {
 
-namespace {
-
-rmsnorm::CallGeometry geometry(const HostTensor& xm, const HostTensor& wm, long long rows,
-                               long long x_stride, const void* x, const void* w, void* y) {
-  rmsnorm::CallGeometry g = rmsnorm::call_geometry(xm, wm, reinterpret_cast<std::uintptr_t>(x),
-                                                   reinterpret_cast<std::uintptr_t>(w),
-                                                   reinterpret_cast<std::uintptr_t>(y));
-  g.rows = rows;
-  g.x_row_stride = x_stride;
-  return g;
-}
-
-// Occupancy and shared-memory opt-in of the candidate entry point, as the trusted wrapper does.
-int blocks_per_sm(const rmsnorm::Manifest& m, const void* fn, long long h) {
-  const std::int64_t smem = m.launch.dynamic_smem_bytes(h);
-  if (smem > rmsnorm::kDefaultDynamicSmemBytes &&
-      cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(smem)) != cudaSuccess) {
-    cudaGetLastError();
-    throw std::runtime_error(
-        fmt::format("launch failed: {} bytes of dynamic shared memory refused", smem));
+ShapePlan plan_shape(const op::Operator& op, const op::BenchShape& shape,
+                     const std::vector<std::int64_t>& row_strides) {
+  const op::Declaration& d = op.declaration();
+  ShapePlan p;
+  p.op = &op;
+  p.shape = shape;
+  p.call = shape_call(op, shape);
+  p.geom = rows_geometry(d, shape.dtype, shape.rows, p.call.v.axes, row_strides, {});
+  for (std::size_t t = 0; t < d.tensors.size(); ++t) {
+    p.bytes.push_back(static_cast<std::size_t>(p.geom.tensors[t].span_elements) *
+                      element_bytes(d.tensors[t], shape.dtype));
+    (d.tensors[t].role == op::Role::kInput ? p.inputs : p.outputs).push_back(static_cast<int>(t));
+    if (d.tensors[t].role == op::Role::kInputOutput)
+      throw std::runtime_error(
+          fmt::format("{}: the measurement modes do not run input-output tensors ({})",
+                      op.contract_id(), d.tensors[t].name));
   }
-  int per_sm = 0;
-  if (m.launch.grid == rmsnorm::GridKind::kPersistent) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, fn, m.launch.block_threads, static_cast<std::size_t>(smem)) != cudaSuccess ||
-        per_sm <= 0) {
-      cudaGetLastError();
-      throw std::runtime_error("launch failed: no block of the candidate fits on an SM");
-    }
+  return p;
+}
+
+std::unique_ptr<CallLauncher>
+ShapePlan::launcher(const LoadedCandidate* cand, const op::DeviceInfo& device,
+                    const std::vector<std::uintptr_t>& addresses) const {
+  op::CallGeometry g = geom;
+  for (std::size_t t = 0; t < g.tensors.size(); ++t)
+    g.tensors[t].addr = addresses.at(t);
+  return std::make_unique<CallLauncher>(*op, cand, device, g, call.v,
+                                        rows_layout(op->declaration(), g), &call.meta);
+}
+
+std::size_t ShapePlan::batched_traffic() const {
+  std::size_t n = 0;
+  for (std::size_t t = 0; t < bytes.size(); ++t)
+    if (op->declaration().tensors[t].batched) n += bytes[t];
+  return n;
+}
+
+op::BenchShape read_shape(const op::Declaration& d, const nlohmann::json& j,
+                          std::vector<std::int64_t>* row_strides) {
+  op::BenchShape s = op::BenchShape::from_json(d, j);
+  if (row_strides) {
+    row_strides->assign(d.tensors.size(), 0);
+    for (std::size_t t = 0; t < d.tensors.size(); ++t)
+      if (d.tensors[t].batched)
+        (*row_strides)[t] = j.value(d.tensors[t].name + "_row_stride", std::int64_t{0});
   }
-  return per_sm;
+  return s;
 }
 
-} // namespace
+cudaError_t fill_input(const ShapePlan& plan, int t, void* p, std::uint64_t seed,
+                       cudaStream_t stream) {
+  const op::Tensor& decl = plan.op->declaration().tensors[static_cast<std::size_t>(t)];
+  const DType dt = decl.dtype == op::DTypeRule::kFloat32 ? DType::kFloat32 : plan.shape.dtype;
+  const auto n = static_cast<std::int64_t>(plan.bytes[static_cast<std::size_t>(t)] /
+                                           element_bytes(decl, plan.shape.dtype));
+  return decl.batched ? fill_uniform(dt, p, n, seed, -2.f, 2.f, stream)
+                      : fill_uniform(dt, p, n, seed, 0.5f, 1.5f, stream);
+}
 
-PathLauncher::PathLauncher(const LoadedCandidate* cand, const rmsnorm::DeviceInfo& device,
-                           DType dtype, long long rows, int h, long long x_row_stride,
-                           const void* x, const void* w, void* y, float eps)
-    : cand_(cand), device_(device), dtype_(dtype), rows_(rows), x_stride_(x_row_stride), h_(h),
-      eps_(eps), x_meta_(HostTensor::zeros({1, h}, dtype)), w_meta_(HostTensor::zeros({h}, dtype)) {
-  const rmsnorm::CallGeometry g = geometry(x_meta_, w_meta_, rows, x_row_stride, x, w, y);
-  route_ = cand_ && cand_->manifest
-               ? rmsnorm::decide_dispatch(*cand_->manifest, g, device_)
-               : rmsnorm::DispatchDecision{rmsnorm::Route::kReference, "no candidate cubin"};
-  if (route_.route == rmsnorm::Route::kCandidate) {
-    const void* fn = reinterpret_cast<const void*>(cand_->kernels.at(dtype));
-    plan_ =
-        rmsnorm::plan_launch(*cand_->manifest, g, device_, blocks_per_sm(*cand_->manifest, fn, h));
-    entry_ = cand_->manifest->entry_points.at(dtype);
-  } else {
-    entry_ = "reference";
+ShapeBuffers::ShapeBuffers(const ShapePlan& plan, std::uint64_t seed, cudaStream_t stream) {
+  const op::Declaration& d = plan.op->declaration();
+  for (std::size_t t = 0; t < d.tensors.size(); ++t)
+    tensors.emplace_back(plan.bytes[t]);
+  int batched = 0, broadcast = 0;
+  for (int t : plan.inputs) {
+    const bool b = d.tensors[static_cast<std::size_t>(t)].batched;
+    const std::uint64_t s = b ? seed + batched++ : seed + 999 - broadcast++;
+    check(fill_input(plan, t, tensors[static_cast<std::size_t>(t)].data(), s, stream),
+          ("fill " + d.tensors[static_cast<std::size_t>(t)].name).c_str());
   }
 }
 
-nlohmann::json PathLauncher::to_json() const {
-  return {{"route", rmsnorm::route_name(route_.route)},
-          {"why", route_.why},
-          {"entry", entry_},
-          {"plan", route_.route == rmsnorm::Route::kCandidate ? plan_.to_json() : nullptr}};
-}
-
-cudaError_t PathLauncher::launch_with(const rmsnorm::LaunchPlan& plan, const void* x, const void* w,
-                                      void* y, cudaStream_t stream) const {
-  if (route_.route != rmsnorm::Route::kCandidate) {
-    RefGeometry rg;
-    rg.rows = rows_;
-    rg.h = h_;
-    rg.outer_ndim = 1;
-    rg.outer_shape[0] = rows_;
-    rg.outer_stride[0] = x_stride_;
-    rg.y_row_stride = h_;
-    return launch_reference(dtype_, x, w, y, rg, eps_, stream);
-  }
-  const void* xp = x;
-  const void* wp = w;
-  void* yp = y;
-  long long rows = rows_, xs = x_stride_, ys = h_;
-  int h = h_;
-  float eps = eps_;
-  void* args[] = {&xp, &wp, &yp, &rows, &h, &xs, &ys, &eps};
-  cudaLaunchKernel(reinterpret_cast<const void*>(cand_->kernels.at(dtype_)),
-                   dim3(static_cast<unsigned>(plan.grid)), dim3(static_cast<unsigned>(plan.block)),
-                   args, static_cast<std::size_t>(plan.dynamic_smem), stream);
-  return cudaGetLastError();
-}
-
-cudaError_t PathLauncher::launch(const void* x, const void* w, void* y, cudaStream_t stream) const {
-  return launch_with(plan_, x, w, y, stream);
-}
-
-cudaError_t PathLauncher::wrapper_call(const void* x, const void* w, void* y,
-                                       cudaStream_t stream) const {
-  const rmsnorm::Validation v =
-      rmsnorm::validate(x_meta_, w_meta_, rmsnorm::EpsScalar::of(static_cast<double>(eps_)));
-  if (!v.ok()) return cudaErrorInvalidValue;
-  const rmsnorm::CallGeometry g = geometry(x_meta_, w_meta_, rows_, x_stride_, x, w, y);
-  if (!cand_ || !cand_->manifest) return launch_with(plan_, x, w, y, stream);
-  const rmsnorm::DispatchDecision d = rmsnorm::decide_dispatch(*cand_->manifest, g, device_);
-  if (d.route != rmsnorm::Route::kCandidate) return launch_with(plan_, x, w, y, stream);
-  const void* fn = reinterpret_cast<const void*>(cand_->kernels.at(dtype_));
-  int per_sm = 0;
-  if (cand_->manifest->launch.grid == rmsnorm::GridKind::kPersistent) {
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, fn, cand_->manifest->launch.block_threads,
-        static_cast<std::size_t>(cand_->manifest->launch.dynamic_smem_bytes(h_)));
-  }
-  return launch_with(rmsnorm::plan_launch(*cand_->manifest, g, device_, per_sm), x, w, y, stream);
+std::vector<std::uintptr_t> ShapeBuffers::addresses() const {
+  std::vector<std::uintptr_t> a;
+  for (const DeviceBuffer& b : tensors)
+    a.push_back(reinterpret_cast<std::uintptr_t>(b.data()));
+  return a;
 }
 
 } // namespace kloop::gpu

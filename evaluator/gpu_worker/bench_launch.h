@@ -1,54 +1,60 @@
-// One path (a candidate cubin, the in-tree baseline cubin, or the trusted reference kernel) planned
-// for repeated launches on device buffers of x [rows, h] (row stride in elements), weight [h] and
-// a contiguous y. Used by the worker's benchmark, sanitize and pcsample modes (h7-api.md). Two
-// ways to call it: `launch` replays the planned launch only (what the kernel timing brackets), and
-// `wrapper_call` runs the whole trusted-wrapper path each time: validation of the call's metadata
-// (rmsnorm::validate), call geometry, the dispatch predicate, the occupancy query and launch plan,
-// then the launch (what the wrapper timing brackets; output allocation excluded).
+// Device buffers and launchers of the worker's measurement modes (benchmark, sanitize, pcsample,
+// bench; h7-api.md) for a call of any operator given as a shape (op::BenchShape: rows, axes,
+// dtype): every declared tensor in its own buffer of exactly the elements the call spans, the
+// batched tensors [rows, row] at a row stride, the broadcast tensors contiguous. Inputs get
+// deterministic values (fill_uniform): batched inputs uniform in [-2, 2), broadcast inputs in
+// [0.5, 1.5) (weight-like); outputs are left unwritten. Calls launch through CallLauncher
+// (launch.h), the one launch path of the worker.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <string>
+#include <cstdint>
+#include <memory>
+#include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "evaluator/gpu_worker/device_candidate.h"
-#include "kernels/rmsnorm/reference.h"
+#include "evaluator/gpu_worker/cuda_rt.h"
+#include "evaluator/gpu_worker/launch.h"
+#include "kernels/operator.h"
 
 namespace kloop::gpu {
 
-class PathLauncher {
-public:
-  // `cand` may be null (every call goes to the reference kernel). Plans with the addresses given
-  // (dispatch checks alignment on them). Throws std::runtime_error when the candidate route needs
-  // a shared-memory opt-in or occupancy that the device refuses (reported as a launch failure).
-  PathLauncher(const LoadedCandidate* cand, const rmsnorm::DeviceInfo& device, DType dtype,
-               long long rows, int h, long long x_row_stride, const void* x, const void* w, void* y,
-               float eps);
-  rmsnorm::Route route() const { return route_.route; }
-  const std::string& why() const { return route_.why; }
-  // {"route","why","plan"} for evidence.
-  nlohmann::json to_json() const;
-  // The planned launch on new buffers of the same geometry; returns cudaGetLastError() after it.
-  cudaError_t launch(const void* x, const void* w, void* y, cudaStream_t stream) const;
-  // validate + geometry + dispatch + plan + launch, every call; returns the launch error, or
-  // cudaErrorInvalidValue when validation rejects the call (never for benchmark shapes).
-  cudaError_t wrapper_call(const void* x, const void* w, void* y, cudaStream_t stream) const;
+// One shape of an operator as the measurement modes call it: its validated metadata, its
+// geometry without addresses (row_strides[t] elements for batched tensor t; 0: contiguous) and
+// the bytes each declared tensor spans.
+struct ShapePlan {
+  const op::Operator* op = nullptr;
+  op::BenchShape shape;
+  ShapeCall call;
+  op::CallGeometry geom;
+  std::vector<std::size_t> bytes;   // per declared tensor
+  std::vector<int> inputs, outputs; // declaration indices by role (input, output)
+  // Launcher of `cand` (null: the reference) at `addresses`, with the metadata for wrapper_call.
+  std::unique_ptr<CallLauncher> launcher(const LoadedCandidate* cand, const op::DeviceInfo& device,
+                                         const std::vector<std::uintptr_t>& addresses) const;
+  // Bytes one call reads and writes of its batched tensors (the data that rotates in L2).
+  std::size_t batched_traffic() const;
+};
+// Throws std::runtime_error when the operator rejects the shape.
+ShapePlan plan_shape(const op::Operator& op, const op::BenchShape& shape,
+                     const std::vector<std::int64_t>& row_strides = {});
 
-private:
-  const LoadedCandidate* cand_;
-  rmsnorm::DeviceInfo device_;
-  DType dtype_;
-  long long rows_, x_stride_;
-  int h_;
-  float eps_;
-  HostTensor x_meta_, w_meta_; // [1, h] / [h] metadata for validation (no row data)
-  rmsnorm::DispatchDecision route_;
-  rmsnorm::LaunchPlan plan_;
-  std::string entry_;
-  cudaError_t launch_with(const rmsnorm::LaunchPlan& plan, const void* x, const void* w, void* y,
-                          cudaStream_t stream) const;
+// Reads a shape of the measurement requests: op::BenchShape's JSON ({"rows", "dtype", one key per
+// variable axis}), with optional "<tensor>_row_stride" keys (elements) for batched tensors.
+// Throws std::invalid_argument naming a missing key.
+op::BenchShape read_shape(const op::Declaration& decl, const nlohmann::json& j,
+                          std::vector<std::int64_t>* row_strides = nullptr);
+
+// Fills input `t` (a declaration index) of `plan` at `p` deterministically from `seed`.
+cudaError_t fill_input(const ShapePlan& plan, int t, void* p, std::uint64_t seed,
+                       cudaStream_t stream);
+
+// One buffer per declared tensor of a plan, inputs filled from `seed` (input k of the
+// declaration's inputs: seed + k for batched, seed + 999 - k for broadcast ones).
+struct ShapeBuffers {
+  std::vector<DeviceBuffer> tensors;
+  ShapeBuffers(const ShapePlan& plan, std::uint64_t seed, cudaStream_t stream);
+  std::vector<std::uintptr_t> addresses() const;
 };
 
 } // namespace kloop::gpu

@@ -5,13 +5,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "evaluator/gpu_worker/device_candidate.h"
+#include "evaluator/gpu_worker/launch.h"
+#include "kernels/operator.h"
 
 namespace kloop::gpu {
 
-// options: {"shapes": [{"dtype": "bfloat16", "rows": 65536, "h": 4096}, ...], "iters": 20}.
-// Returns {"shapes": [{dtype, rows, h, route, plan, median_ms, tbps, copy_tbps}]}.
-nlohmann::json run_bench(const LoadedCandidate& cand, const rmsnorm::DeviceInfo& device,
-                         const nlohmann::json& options);
+// options: {"shapes": [op::BenchShape JSON, e.g. {"dtype": "bfloat16", "rows": 65536, "h": 4096}
+// for RMSNorm], "iters": 20}; no shapes: the operator's benchmark shapes. Returns {"shapes":
+// [{<shape keys>, route, variant, plan, median_ms, tbps (unique logical bytes), copy_tbps}]}.
+nlohmann::json run_bench(const op::Operator& op, const LoadedCandidate& cand,
+                         const op::DeviceInfo& device, const nlohmann::json& options);
 
 } // namespace kloop::gpu

@@ -22,6 +22,8 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <random>
 #include <set>
 
@@ -34,7 +36,7 @@
 #include "evaluator/gpu_worker/bench_run.h"
 #include "evaluator/gpu_worker/telemetry.h"
 #include "evaluator/roofline.h"
-#include "kernels/rmsnorm/contract.h"
+#include "kernels/manifest.h"
 #include "store/hash.h"
 
 namespace kloop::gpu {
@@ -124,85 +126,187 @@ double copy_ceiling_ms(cudaStream_t s) {
   return evaluator::bench::median(t);
 }
 
-struct Paths {
-  const PathLauncher* cand;
-  const PathLauncher* base;
-  const PathLauncher* ref;
+// Device buffers of one benchmark shape: per input set the batched inputs, three output sets
+// that the candidate, the baseline and the A/A partner take with their slot pair (out_of in
+// bench_shape), and the reference's outputs for the checks; the broadcast inputs once, shared by
+// every set (as a deployed weight is); one scratch output set for the reference's own launches.
+class BenchBuffers {
+public:
+  static constexpr int kRefOut = 3, kScratchOut = 4; // output-set indices beside 0, 1, 2
+  BenchBuffers(const ShapePlan& plan, int sets, std::uint64_t seed, cudaStream_t s)
+      : plan_(plan), inputs_(sets), outs_(sets) {
+    const op::Declaration& d = plan.op->declaration();
+    int broadcast = 0;
+    for (int t : plan.inputs)
+      if (!d.tensors[static_cast<std::size_t>(t)].batched) {
+        shared_.emplace(t, DeviceBuffer(plan.bytes[static_cast<std::size_t>(t)]));
+        check(fill_input(plan, t, shared_.at(t).data(), seed * 1000 + 999 - broadcast++, s),
+              "fill broadcast input");
+      }
+    for (int i = 0; i < sets; ++i) {
+      int batched = 0;
+      for (int t : plan.inputs)
+        if (d.tensors[static_cast<std::size_t>(t)].batched) {
+          inputs_[i].emplace(t, DeviceBuffer(plan.bytes[static_cast<std::size_t>(t)]));
+          check(fill_input(plan, t, inputs_[i].at(t).data(),
+                           seed * 1000 + static_cast<std::uint64_t>(i) + 100 * batched++, s),
+                "fill batched input");
+        }
+      for (int k = 0; k < 4; ++k)
+        outs_[i].push_back(output_set());
+    }
+    scratch_ = output_set();
+  }
+  // Addresses of every declared tensor for input set `set` and output set `out`.
+  std::vector<std::uintptr_t> addresses(int set, int out) const {
+    std::vector<std::uintptr_t> a(plan_.bytes.size(), 0);
+    for (const auto& [t, b] : shared_)
+      a[t] = reinterpret_cast<std::uintptr_t>(b.data());
+    for (const auto& [t, b] : inputs_[set])
+      a[t] = reinterpret_cast<std::uintptr_t>(b.data());
+    const std::vector<DeviceBuffer>& o = out == kScratchOut ? scratch_ : outs_[set][out];
+    for (std::size_t k = 0; k < plan_.outputs.size(); ++k)
+      a[plan_.outputs[k]] = reinterpret_cast<std::uintptr_t>(o[k].data());
+    return a;
+  }
+  const std::vector<DeviceBuffer>& outputs(int set, int out) const { return outs_[set][out]; }
+  // Bytes of one input set and its four output sets (the memory a set takes).
+  static std::size_t set_bytes(const ShapePlan& plan) {
+    std::size_t n = 0;
+    for (int t : plan.inputs)
+      if (plan.op->declaration().tensors[static_cast<std::size_t>(t)].batched)
+        n += plan.bytes[static_cast<std::size_t>(t)];
+    for (int t : plan.outputs)
+      n += 4 * plan.bytes[static_cast<std::size_t>(t)];
+    return n;
+  }
+
+private:
+  const ShapePlan& plan_;
+  std::map<int, DeviceBuffer> shared_;
+  std::vector<std::map<int, DeviceBuffer>> inputs_;
+  std::vector<std::vector<std::vector<DeviceBuffer>>> outs_;
+  std::vector<DeviceBuffer> scratch_;
+  std::vector<DeviceBuffer> output_set() const {
+    std::vector<DeviceBuffer> o;
+    for (int t : plan_.outputs)
+      o.emplace_back(plan_.bytes[static_cast<std::size_t>(t)]);
+    return o;
+  }
 };
 
+// Input sets of a shape: one when its batched traffic is small against L2; else enough that the
+// warm samples rotate through at least 4x L2, at most 64 and within 24 GiB of buffers.
+int input_sets(const ShapePlan& plan, std::int64_t l2) {
+  const std::size_t traffic = std::max<std::size_t>(plan.batched_traffic(), 1);
+  if (traffic * 2 < static_cast<std::size_t>(l2)) return 1;
+  int sets = static_cast<int>(std::clamp<std::size_t>((4 * l2 + traffic - 1) / traffic, 1, 64));
+  while (sets > 1 && sets * BenchBuffers::set_bytes(plan) > (std::size_t{24} << 30))
+    --sets;
+  return sets;
+}
+
+// Device-side check of one output set against the reference's: {"pass", "failing_elements",
+// "first_failing", "max_abs_err", "poison_words_left", "words"} summed over the outputs, each
+// compared with its own tolerance.
+json check_outputs(const ShapePlan& plan, const std::vector<DeviceBuffer>& got,
+                   const std::vector<DeviceBuffer>& want, DeviceBuffer& cmp, cudaStream_t s) {
+  const op::Declaration& d = plan.op->declaration();
+  unsigned long long failing = 0, first = 0, poison_left = 0, words = 0;
+  double max_err = 0;
+  std::string first_tensor;
+  for (std::size_t k = 0; k < plan.outputs.size(); ++k) {
+    const op::Tensor& decl = d.tensors[static_cast<std::size_t>(plan.outputs[k])];
+    const DType dt = decl.dtype == op::DTypeRule::kFloat32 ? DType::kFloat32 : plan.shape.dtype;
+    const op::Tolerance tol = plan.op->tolerance(plan.shape.dtype, plan.outputs[k]);
+    const std::size_t bytes = got[k].size();
+    check(compare_outputs(dt, got[k].data(), want[k].data(),
+                          static_cast<std::int64_t>(bytes / dtype_bytes(dt)), tol.atol, tol.rtol,
+                          reinterpret_cast<unsigned long long*>(cmp.data()), s),
+          "output check");
+    unsigned long long c[3] = {};
+    copy_to_host(c, cmp.data(), sizeof(c), s, "output check copy");
+    double err = 0;
+    std::memcpy(&err, &c[2], sizeof(double));
+    max_err = std::max(max_err, err);
+    if (c[0] != 0 && failing == 0) {
+      first = c[1];
+      first_tensor = decl.name;
+    }
+    failing += c[0];
+    // How much of the poison survived (whole 4-byte words): all of it when the candidate's timed
+    // launches wrote nothing, none when they wrote every element.
+    unsigned long long left = 0;
+    check(count_words(got[k].data(), bytes, 0xffffffffu,
+                      reinterpret_cast<unsigned long long*>(cmp.data()), s),
+          "poison count");
+    copy_to_host(&left, cmp.data(), sizeof(left), s, "poison count copy");
+    poison_left += left;
+    words += bytes / 4;
+  }
+  const std::string where = plan.outputs.size() > 1 ? " of " + first_tensor : "";
+  return {{"poison_words_left", poison_left},
+          {"words", words},
+          {"pass", failing == 0},
+          {"failing_elements", failing},
+          {"max_abs_err", max_err},
+          {"detail", failing == 0 ? ""
+                                  : fmt::format("{} elements outside tolerance, first at flat "
+                                                "index {}{}",
+                                                failing, first - 1, where)}};
+}
+
 // One shape: buffers, launchers, the cold and warm sample loops.
-json bench_shape(const json& shape, const json& protocol, const LoadedCandidate& cand,
-                 const LoadedCandidate* baseline, const LoadedCandidate* aa_partner,
-                 const rmsnorm::DeviceInfo& device, std::int64_t l2, const Telemetry& tel,
-                 cudaStream_t s, std::string* failure) {
+json bench_shape(const op::Operator& op, const json& shape_json, const json& protocol,
+                 const LoadedCandidate& cand, const LoadedCandidate* baseline,
+                 const LoadedCandidate* aa_partner, const op::DeviceInfo& device, std::int64_t l2,
+                 const Telemetry& tel, cudaStream_t s, std::string* failure) {
   const auto t_setup = std::chrono::steady_clock::now(); // "setup_ms": buffers to warm-up
-  const DType dt = parse_dtype(shape.at("dtype").get<std::string>()).value();
-  const long long rows = shape.at("rows").get<long long>();
-  const int h = shape.at("h").get<int>();
-  const std::size_t n = static_cast<std::size_t>(rows) * h, es = dtype_bytes(dt);
-  const std::size_t bytes = n * es;
-  const float eps = 1e-6f;
+  const op::Declaration& d = op.declaration();
+  const op::BenchShape shape = read_shape(d, shape_json);
+  const std::string name = shape.label(d);
+  const ShapePlan plan = plan_shape(op, shape);
   const std::uint64_t seed = protocol.value("seed", std::uint64_t{1});
-  int sets = 1;
-  if (bytes * 4 >= static_cast<std::size_t>(l2)) {
-    sets = static_cast<int>(std::clamp<std::size_t>((4 * l2 + 2 * bytes - 1) / (2 * bytes), 1, 64));
-    while (sets > 1 && sets * 5 * bytes > (std::size_t{24} << 30))
-      --sets;
-  }
-  // Per input set: x, the reference's output for the checks, and three output buffers that the
-  // candidate, the baseline and the A/A partner take with their slot pair (out_of below), so where
-  // a buffer lands in memory weighs on every path alike.
-  std::vector<DeviceBuffer> x, yref;
-  std::vector<std::array<DeviceBuffer, 3>> ys;
-  for (int i = 0; i < sets; ++i) {
-    x.emplace_back(bytes);
-    ys.push_back({DeviceBuffer(bytes), DeviceBuffer(bytes), DeviceBuffer(bytes)});
-    yref.emplace_back(bytes);
-    check(fill_uniform(dt, x.back().data(), n, seed * 1000 + i, -2.f, 2.f, s), "fill x");
-  }
-  DeviceBuffer yo(bytes), w(h * es), flush(static_cast<std::size_t>((2 * l2 + 127) / 128 * 128)),
-      cmp(24);
-  check(fill_uniform(dt, w.data(), h, seed * 1000 + 999, 0.5f, 1.5f, s), "fill weight");
-  json out{{"rows", rows},
-           {"h", h},
-           {"dtype", dtype_name(dt)},
-           {"shape_class", evaluator::roofline::shape_class(rows, h, dt)},
-           {"input_sets", sets},
-           {"rotation_bytes", sets * 2 * bytes},
-           {"output_buffers",
-            "three per input set, one per mirrored slot pair (candidate, baseline "
-            "and A/A partner take them with their slots)"}};
-  std::unique_ptr<PathLauncher> pc, pb, pr, pa;
-  try {
-    pc = std::make_unique<PathLauncher>(&cand, device, dt, rows, h, h, x[0].data(), w.data(),
-                                        ys[0][0].data(), eps);
-  } catch (const std::runtime_error& e) {
-    *failure = fmt::format("{}x{} {}: {}", rows, h, dtype_name(dt), e.what());
-    out["error"] = e.what();
+  const int sets = input_sets(plan, l2);
+  const BenchBuffers buf(plan, sets, seed, s);
+  DeviceBuffer flush(static_cast<std::size_t>((2 * l2 + 127) / 128 * 128)), cmp(24);
+  json out = shape.to_json(d);
+  out["shape_class"] = evaluator::roofline::shape_class(d, shape);
+  out["input_sets"] = sets;
+  out["rotation_bytes"] = sets * plan.batched_traffic();
+  out["output_buffers"] = "three per input set, one per mirrored slot pair (candidate, baseline "
+                          "and A/A partner take them with their slots)";
+  std::unique_ptr<CallLauncher> pc = plan.launcher(&cand, device, buf.addresses(0, 0));
+  if (!pc->failure().empty()) {
+    *failure = fmt::format("{}: launch failed: {}", name, pc->failure());
+    out["error"] = "launch failed: " + pc->failure();
     return out;
   }
-  pb = std::make_unique<PathLauncher>(baseline, device, dt, rows, h, h, x[0].data(), w.data(),
-                                      ys[0][1].data(), eps);
-  pr = std::make_unique<PathLauncher>(nullptr, device, dt, rows, h, h, x[0].data(), w.data(),
-                                      yo.data(), eps);
+  std::unique_ptr<CallLauncher> pb = plan.launcher(baseline, device, buf.addresses(0, 1));
+  std::unique_ptr<CallLauncher> pr =
+      plan.launcher(nullptr, device, buf.addresses(0, BenchBuffers::kScratchOut));
   // Without a baseline cubin both the baseline and its A/A partner are the reference kernel.
-  pa = std::make_unique<PathLauncher>(baseline ? aa_partner : nullptr, device, dt, rows, h, h,
-                                      x[0].data(), w.data(), ys[0][2].data(), eps);
+  std::unique_ptr<CallLauncher> pa =
+      plan.launcher(baseline ? aa_partner : nullptr, device, buf.addresses(0, 2));
+  for (const CallLauncher* l : {pb.get(), pa.get()})
+    if (!l->failure().empty())
+      throw std::runtime_error(name + ": the baseline does not launch: " + l->failure());
   out["paths"] = {{"candidate", pc->to_json()},
                   {"baseline", pb->to_json()},
                   {"reference", pr->to_json()},
                   {"aa_partner", pa->to_json()}};
   for (int i = 0; i < sets; ++i) {
-    check(pr->launch(x[i].data(), w.data(), yref[i].data(), s), "reference launch");
+    check(pr->launch(buf.addresses(i, BenchBuffers::kRefOut), s), "reference launch");
   }
-  auto run = [&](const PathLauncher& p, bool wrapper, int set, void* y) {
-    const cudaError_t e = wrapper ? p.wrapper_call(x[set].data(), w.data(), y, s)
-                                  : p.launch(x[set].data(), w.data(), y, s);
+  // Launches path `p` on input set `set` into output set `out`.
+  auto run = [&](const CallLauncher& p, bool wrapper, int set, int out) {
+    const std::vector<std::uintptr_t> a = buf.addresses(set, out);
+    const cudaError_t e = wrapper ? p.wrapper_call(a, s) : p.launch(a, s);
     if (e == cudaSuccess) return;
     if (is_sticky(e)) throw StickyFault{e, "timed launch"};
     throw std::runtime_error("timed launch failed: " + cuda_error_text(e));
   };
-  auto launcher = [&](evaluator::bench::SlotPath path) -> const PathLauncher* {
+  auto launcher = [&](evaluator::bench::SlotPath path) -> const CallLauncher* {
     switch (path) {
     case evaluator::bench::SlotPath::kCandidate:
       return pc.get();
@@ -215,20 +319,20 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
     }
     return pr.get();
   };
-  // The output buffer of a path in round `round`: the candidate, the baseline and the A/A partner
-  // write ys[set][k], k the mirrored slot pair they hold that round (0: slots 1 and 8, 1: slots 2
-  // and 7, 2: slots 4 and 5), so all three meet the same (position, buffer) pairs over a cycle; the
-  // reference writes yo.
-  auto out_of = [&](const PathLauncher* p, int set, int round) -> void* {
+  // The output set of a path in round `round`: the candidate, the baseline and the A/A partner
+  // write output set k of the input set, k the mirrored slot pair they hold that round (0: slots 1
+  // and 8, 1: slots 2 and 7, 2: slots 4 and 5), so all three meet the same (position, buffer)
+  // pairs over a cycle; the reference writes the scratch set.
+  auto out_of = [&](const CallLauncher* p, int round) -> int {
     const auto order = evaluator::bench::kernel_slot_order(round);
     const int first_slot[3] = {0, 1, 3};
     for (int k = 0; k < 3; ++k)
-      if (launcher(order[first_slot[k]]) == p) return ys[set][k].data();
-    return yo.data();
+      if (launcher(order[first_slot[k]]) == p) return k;
+    return BenchBuffers::kScratchOut;
   };
   for (int i = 0; i < 3; ++i) { // warm-up: modules loaded, clocks up
-    for (const PathLauncher* p : {pc.get(), pb.get(), pr.get(), pa.get()})
-      run(*p, false, 0, out_of(p, 0, 0));
+    for (const CallLauncher* p : {pc.get(), pb.get(), pr.get(), pa.get()})
+      run(*p, false, 0, out_of(p, 0));
   }
   check(cudaStreamSynchronize(s), "warm-up");
   const double target = protocol.value("target_rel_half_width", 0.01);
@@ -246,7 +350,6 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
   const std::size_t decision_min_rounds =
       static_cast<std::size_t>(std::max(min_rounds, 2 * kCycle));
   const int batch = std::max(1, protocol.value("telemetry_every_rounds", 8));
-  const rmsnorm::Tolerance tol = rmsnorm::tolerance_for(dt);
   out["setup_ms"] =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_setup).count();
   json states = json::array();
@@ -262,7 +365,7 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
     json batches = json::array(), checks_out = json::array();
     struct Slot {
       const char* key;
-      const PathLauncher* p;
+      const CallLauncher* p;
       bool wrapper;
     };
     // Round r runs orders[r % kSlotOrders]: the rotated kernel slots, then C B B C wrapper calls
@@ -307,8 +410,9 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
       // it changes what L2 holds for that round, for every path alike (at most `output_checks`
       // rounds of the run).
       if (check_rounds.count(r)) {
-        for (auto& y : ys[set]) // all three, so the memsets leave every path's L2 state alike
-          check(cudaMemsetAsync(y.data(), 0xff, bytes, s), "poison the checked output");
+        for (int k = 0; k < 3; ++k) // all three, so the memsets leave every path's L2 state alike
+          for (const DeviceBuffer& y : buf.outputs(set, k))
+            check(cudaMemsetAsync(y.data(), 0xff, y.size(), s), "poison the checked output");
       }
       flag.arm();
       check(block_stream(flag.release_dev(), flag.timed_out_dev(), kBlockTimeoutNs, s),
@@ -316,12 +420,12 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
       // Untimed spacer launches: the first launches after the release ran about 1 us slower
       // (H200, 8 x 4096) whatever they were, so no timed slot comes first.
       for (int k = 0; k < kSpacers; ++k)
-        run(*pr, false, set, yo.data());
+        run(*pr, false, set, BenchBuffers::kScratchOut);
       const auto& round = orders[r % evaluator::bench::kSlotOrders];
       for (int i = 0; i < kSlots; ++i) {
         if (cold) check(flush_l2(flush.data(), flush.size(), r & 0xff, s), "L2 flush");
         ev[i]->start(s);
-        run(*round[i].p, round[i].wrapper, set, out_of(round[i].p, set, r));
+        run(*round[i].p, round[i].wrapper, set, out_of(round[i].p, r));
         ev[i]->stop(s);
       }
       flag.release();
@@ -330,38 +434,16 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
       for (int i = 0; i < kSlots; ++i)
         samp[round[i].key].push_back(ev[i]->ms());
       if (check_rounds.count(r)) {
-        check(compare_outputs(dt, out_of(pc.get(), set, r), yref[set].data(),
-                              static_cast<std::int64_t>(n), tol.atol, tol.rtol,
-                              reinterpret_cast<unsigned long long*>(cmp.data()), s),
-              "output check");
-        unsigned long long c[3] = {};
-        copy_to_host(c, cmp.data(), sizeof(c), s, "output check copy");
-        double max_err = 0;
-        std::memcpy(&max_err, &c[2], sizeof(double));
-        const bool pass = c[0] == 0;
-        // How much of the poison survived in the checked buffer (whole 4-byte words): all of it
-        // when the candidate's timed launches wrote nothing, none when they wrote every element.
-        unsigned long long poison_left = 0;
-        check(count_words(out_of(pc.get(), set, r), bytes, 0xffffffffu,
-                          reinterpret_cast<unsigned long long*>(cmp.data()), s),
-              "poison count");
-        copy_to_host(&poison_left, cmp.data(), sizeof(poison_left), s, "poison count copy");
-        checks_out.push_back({{"round", r},
-                              {"set", set},
-                              {"poison_words_left", poison_left},
-                              {"words", bytes / 4},
-                              {"pass", pass},
-                              {"failing_elements", c[0]},
-                              {"max_abs_err", max_err},
-                              {"detail", pass ? ""
-                                              : fmt::format("{} elements outside tolerance, "
-                                                            "first at flat index {}",
-                                                            c[0], c[1] - 1)}});
-        if (!pass && failure->empty()) {
-          *failure = fmt::format("{}x{} {} {}: timed output of round {} differs from the "
-                                 "reference ({} elements)",
-                                 rows, h, dtype_name(dt), state, r, c[0]);
+        json c = check_outputs(plan, buf.outputs(set, out_of(pc.get(), r)),
+                               buf.outputs(set, BenchBuffers::kRefOut), cmp, s);
+        c["round"] = r;
+        c["set"] = set;
+        if (!c["pass"].get<bool>() && failure->empty()) {
+          *failure = fmt::format("{} {}: timed output of round {} differs from the reference ({} "
+                                 "elements)",
+                                 name, state, r, c["failing_elements"].get<unsigned long long>());
         }
+        checks_out.push_back(std::move(c));
       }
       if ((r + 1) % batch == 0) {
         json b = tel.read().to_json();
@@ -417,8 +499,8 @@ json bench_shape(const json& shape, const json& protocol, const LoadedCandidate&
 
 } // namespace
 
-bool load_baseline(const json& req, const std::filesystem::path& dir, Library& lib,
-                   LoadedCandidate& out, Library* aa_lib, LoadedCandidate* aa_out) {
+bool load_baseline(const op::Operator& op, const json& req, const std::filesystem::path& dir,
+                   Library& lib, LoadedCandidate& out, Library* aa_lib, LoadedCandidate* aa_out) {
   const json b = req.contains("baseline")
                      ? req["baseline"]
                      : req.value("options", json::object()).value("baseline", json());
@@ -428,32 +510,26 @@ bool load_baseline(const json& req, const std::filesystem::path& dir, Library& l
     if (!in) throw std::runtime_error("baseline: cannot read " + (dir / name).string());
     return std::string(std::istreambuf_iterator<char>(in), {});
   };
-  const rmsnorm::ManifestParse mp = rmsnorm::parse_manifest(b.at("manifest").dump());
+  const op::ManifestParse mp = op::parse_manifest(op.declaration(), b.at("manifest").dump());
   if (!mp.manifest) throw std::runtime_error("baseline manifest: " + mp.errors.front().message);
   const std::string cubin = slurp(b.value("cubin", "baseline.cubin"));
-  auto load_into = [&](Library& l, LoadedCandidate& c, const char* what) {
-    c.manifest = *mp.manifest;
-    if (l.load(cubin) != cudaSuccess)
-      throw std::runtime_error(std::string(what) + " does not load");
-    for (const auto& [dtype, name] : c.manifest->entry_points) {
-      cudaKernel_t k = nullptr;
-      check(l.kernel(name, &k), (std::string(what) + " entry point").c_str());
-      c.kernels[dtype] = k;
-    }
-  };
-  load_into(lib, out, "baseline cubin");
+  if (std::string why = load_candidate(*mp.manifest, cubin, lib, out); !why.empty())
+    throw std::runtime_error("baseline cubin: " + why);
   if (aa_lib != nullptr && aa_out != nullptr) {
-    load_into(*aa_lib, *aa_out, "the A/A partner's load of the baseline cubin");
-    for (const auto& [dtype, k] : aa_out->kernels)
-      if (out.kernels.count(dtype) && out.kernels.at(dtype) == k)
-        throw std::runtime_error("baseline: the A/A partner's kernel handle equals the baseline's; "
-                                 "the second library load did not give separate code");
+    if (std::string why = load_candidate(*mp.manifest, cubin, *aa_lib, *aa_out); !why.empty())
+      throw std::runtime_error("the A/A partner's load of the baseline cubin: " + why);
+    for (std::size_t v = 0; v < aa_out->kernels.size(); ++v)
+      for (const auto& [dtype, k] : aa_out->kernels[v])
+        if (out.kernels[v].count(dtype) && out.kernels[v].at(dtype) == k)
+          throw std::runtime_error("baseline: the A/A partner's kernel handle equals the "
+                                   "baseline's; the second library load did not give separate "
+                                   "code");
   }
   return true;
 }
 
-ModeOutcome run_benchmark(const json& req, const LoadedCandidate& cand,
-                          const rmsnorm::DeviceInfo& device, const std::filesystem::path& dir,
+ModeOutcome run_benchmark(const json& req, const op::Operator& op, const LoadedCandidate& cand,
+                          const op::DeviceInfo& device, const std::filesystem::path& dir,
                           json extra) {
   const json spec = req.contains("benchmark")
                         ? req["benchmark"]
@@ -463,7 +539,7 @@ ModeOutcome run_benchmark(const json& req, const LoadedCandidate& cand,
   // functions launched twice), so the noise floor covers what separately loaded code adds.
   Library base_lib, aa_lib;
   LoadedCandidate base, aa;
-  const bool have_base = load_baseline(req, dir, base_lib, base, &aa_lib, &aa);
+  const bool have_base = load_baseline(op, req, dir, base_lib, base, &aa_lib, &aa);
   int l2 = 0;
   check(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), "L2 size");
   char pci[32] = {};
@@ -505,12 +581,11 @@ ModeOutcome run_benchmark(const json& req, const LoadedCandidate& cand,
   std::string failure;
   json list = spec.value("shapes", json::array());
   if (list.empty()) {
-    for (const auto& s : rmsnorm::benchmark_shapes()) {
-      list.push_back({{"rows", s.rows}, {"h", s.h}, {"dtype", dtype_name(s.dtype)}});
-    }
+    for (const op::BenchShape& s : op.benchmark_shapes())
+      list.push_back(s.to_json(op.declaration()));
   }
   for (const auto& shape : list) {
-    shapes.push_back(bench_shape(shape, protocol, cand, have_base ? &base : nullptr,
+    shapes.push_back(bench_shape(op, shape, protocol, cand, have_base ? &base : nullptr,
                                  have_base ? &aa : nullptr, device, l2, tel, stream.get(),
                                  &failure));
   }
@@ -544,13 +619,13 @@ bool is_perf_mode(const std::string& mode) {
   return mode == "benchmark" || mode == "sanitize" || mode == "pcsample";
 }
 
-ModeOutcome run_perf_mode(const json& req, const LoadedCandidate& cand,
-                          const rmsnorm::DeviceInfo& device, const std::filesystem::path& dir,
+ModeOutcome run_perf_mode(const json& req, const op::Operator& op, const LoadedCandidate& cand,
+                          const op::DeviceInfo& device, const std::filesystem::path& dir,
                           json extra) {
   const std::string mode = req.value("mode", "");
-  if (mode == "benchmark") return run_benchmark(req, cand, device, dir, std::move(extra));
-  if (mode == "sanitize") return run_sanitize(req, cand, device, std::move(extra));
-  return run_pcsample(req, cand, device, dir, std::move(extra));
+  if (mode == "benchmark") return run_benchmark(req, op, cand, device, dir, std::move(extra));
+  if (mode == "sanitize") return run_sanitize(req, op, cand, device, std::move(extra));
+  return run_pcsample(req, op, cand, device, dir, std::move(extra));
 }
 
 } // namespace kloop::gpu

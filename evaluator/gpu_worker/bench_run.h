@@ -10,7 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "evaluator/gpu_worker/device_candidate.h"
+#include "evaluator/gpu_worker/launch.h"
+#include "kernels/operator.h"
 
 namespace kloop::gpu {
 
@@ -27,27 +28,29 @@ bool is_perf_mode(const std::string& mode); // "benchmark", "sanitize", "pcsampl
 
 // Runs the mode. `extra` is main.cpp's result object so far (device, kernels); it is returned
 // extended. Sticky CUDA faults propagate as StickyFault (main.cpp reports them).
-ModeOutcome run_perf_mode(const nlohmann::json& request, const LoadedCandidate& candidate,
-                          const rmsnorm::DeviceInfo& device, const std::filesystem::path& dir,
-                          nlohmann::json extra);
+ModeOutcome run_perf_mode(const nlohmann::json& request, const op::Operator& op,
+                          const LoadedCandidate& candidate, const op::DeviceInfo& device,
+                          const std::filesystem::path& dir, nlohmann::json extra);
 
 // Mode bodies (bench_run.cpp, bench_sanitize.cpp, pcsampling.cpp).
-ModeOutcome run_benchmark(const nlohmann::json& request, const LoadedCandidate& candidate,
-                          const rmsnorm::DeviceInfo& device, const std::filesystem::path& dir,
-                          nlohmann::json extra);
-ModeOutcome run_sanitize(const nlohmann::json& request, const LoadedCandidate& candidate,
-                         const rmsnorm::DeviceInfo& device, nlohmann::json extra);
-ModeOutcome run_pcsample(const nlohmann::json& request, const LoadedCandidate& candidate,
-                         const rmsnorm::DeviceInfo& device, const std::filesystem::path& dir,
+ModeOutcome run_benchmark(const nlohmann::json& request, const op::Operator& op,
+                          const LoadedCandidate& candidate, const op::DeviceInfo& device,
+                          const std::filesystem::path& dir, nlohmann::json extra);
+ModeOutcome run_sanitize(const nlohmann::json& request, const op::Operator& op,
+                         const LoadedCandidate& candidate, const op::DeviceInfo& device,
                          nlohmann::json extra);
+ModeOutcome run_pcsample(const nlohmann::json& request, const op::Operator& op,
+                         const LoadedCandidate& candidate, const op::DeviceInfo& device,
+                         const std::filesystem::path& dir, nlohmann::json extra);
 
-// The request's "baseline" member {"cubin","manifest","source"} (files in `dir`) loaded as a
-// candidate; returns false (reference kernel as baseline) when absent. With `aa_library` and
-// `aa_out`, the same cubin bytes (read once) are loaded a second time into `aa_library` as the A/A
-// partner. Throws std::runtime_error naming the problem when present but unusable (ours: the
-// baseline is in-tree), or when the second load gives the baseline's own kernel handles.
-bool load_baseline(const nlohmann::json& request, const std::filesystem::path& dir,
-                   Library& library, LoadedCandidate& out, Library* aa_library = nullptr,
-                   LoadedCandidate* aa_out = nullptr);
+// The request's "baseline" member {"cubin", "manifest"} (the cubin a file in `dir`; the manifest
+// parsed against the operator's declaration) loaded as a candidate; returns false (reference kernel
+// as baseline) when absent. With `aa_library` and `aa_out`, the same cubin bytes (read once) are
+// loaded a second time into `aa_library` as the A/A partner. Throws std::runtime_error naming the
+// problem when present but unusable (ours: the baseline is in-tree), or when the second load gives
+// the baseline's own kernel handles.
+bool load_baseline(const op::Operator& op, const nlohmann::json& request,
+                   const std::filesystem::path& dir, Library& library, LoadedCandidate& out,
+                   Library* aa_library = nullptr, LoadedCandidate* aa_out = nullptr);
 
 } // namespace kloop::gpu

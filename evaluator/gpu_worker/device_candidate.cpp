@@ -10,9 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "evaluator/gpu_worker/reference_kernel.h"
 #include "evaluator/output_audit.h"
-#include "kernels/rmsnorm/reference.h"
 
 namespace kloop::gpu {
 namespace {
@@ -36,7 +34,7 @@ public:
   std::byte* user() const { return buf_.data() + guard_; }
   std::size_t bytes() const { return bytes_; }
   // Empty when both guards hold their pattern, else a description of the first damaged byte.
-  std::string check_guards(const char* name) const {
+  std::string check_guards(const std::string& name) const {
     if (guard_ == 0) return {};
     std::vector<unsigned char> host(guard_);
     for (int side = 0; side < 2; ++side) {
@@ -61,25 +59,117 @@ std::vector<std::byte> to_host(const Guarded& g) {
   return out;
 }
 
-RefGeometry ref_geometry(const HostTensor& x, const HostTensor& w, std::int64_t rows,
-                         std::int64_t h) {
-  RefGeometry g;
-  g.rows = rows;
-  g.h = static_cast<int>(h);
-  for (int d = 0; d + 1 < x.ndim(); ++d) {
-    if (x.shape()[d] == 1) continue;
-    if (g.outer_ndim == kRefMaxOuterDims)
-      throw std::runtime_error(fmt::format("reference kernel: x has more than {} non-unit outer "
-                                           "dimensions; extend kRefMaxOuterDims",
-                                           kRefMaxOuterDims));
-    g.outer_shape[g.outer_ndim] = x.shape()[d];
-    g.outer_stride[g.outer_ndim] = x.strides()[d];
-    ++g.outer_ndim;
+void upload(const Guarded& g, std::span<const std::byte> src, const std::string& name) {
+  if (!src.empty())
+    check(cudaMemcpy(g.user(), src.data(), src.size(), cudaMemcpyHostToDevice),
+          ("copy " + name).c_str());
+}
+
+// The device side of one validated call: every passed tensor's storage in a guarded buffer, and
+// one or more sets of fresh guarded outputs (one buffer per role-output tensor).
+struct DeviceCall {
+  const op::Declaration& d;
+  std::vector<int> passed, outputs;      // declaration indices
+  std::vector<std::span<std::byte>> src; // host storage of each passed tensor
+  std::vector<Guarded> in;               // per passed tensor
+  std::vector<std::uintptr_t> addr;      // per declared tensor (outputs: set 0)
+  std::vector<std::size_t> out_bytes, out_es;
+  std::vector<std::vector<Guarded>> sets; // output sets
+  std::size_t guard = 0;
+
+  DeviceCall(const op::Declaration& decl, const op::CallArgs& call, const op::Validated& v,
+             std::size_t guard_bytes)
+      : d(decl), passed(op::passed_tensors(decl)), addr(decl.tensors.size(), 0),
+        guard(guard_bytes) {
+    const DType dtype = call.tensors.front().dtype();
+    for (std::size_t p = 0; p < passed.size(); ++p) {
+      const HostTensor& h = call.tensors[p];
+      src.push_back(h.storage_bytes());
+      in.emplace_back(src.back().size(), guard);
+      upload(in.back(), src.back(), d.tensors[passed[p]].name);
+      addr[passed[p]] = reinterpret_cast<std::uintptr_t>(in.back().user()) +
+                        static_cast<std::uintptr_t>(h.offset()) * h.element_bytes();
+    }
+    for (int t : op::written_tensors(decl)) {
+      if (decl.tensors[t].role != op::Role::kOutput) continue;
+      outputs.push_back(t);
+      std::int64_t n = 1;
+      for (std::int64_t s : op::tensor_shape(decl, v, t))
+        n *= s;
+      out_es.push_back(element_bytes(decl.tensors[t], dtype));
+      out_bytes.push_back(static_cast<std::size_t>(n) * out_es.back());
+    }
   }
-  g.x_last_stride = x.strides().back();
-  g.w_stride = w.strides().back();
-  g.y_row_stride = h;
-  return g;
+  bool has_input_output() const {
+    return std::any_of(passed.begin(), passed.end(),
+                       [&](int t) { return d.tensors[t].role == op::Role::kInputOutput; });
+  }
+  std::size_t add_set() {
+    sets.emplace_back();
+    for (std::size_t b : out_bytes)
+      sets.back().emplace_back(b, guard);
+    return sets.size() - 1;
+  }
+  std::vector<std::uintptr_t> addresses(std::size_t set) const {
+    std::vector<std::uintptr_t> a = addr;
+    for (std::size_t k = 0; k < outputs.size(); ++k)
+      a[outputs[k]] = reinterpret_cast<std::uintptr_t>(sets[set][k].user());
+    return a;
+  }
+  // Poisons a set's outputs and restores every input-output tensor's initial bytes.
+  void prepare(std::size_t set, unsigned char pattern) const {
+    for (const Guarded& g : sets[set])
+      check(cudaMemset(g.user(), pattern, g.bytes()), "cudaMemset(poison)");
+    for (std::size_t p = 0; p < passed.size(); ++p)
+      if (d.tensors[passed[p]].role == op::Role::kInputOutput)
+        upload(in[p], src[p], d.tensors[passed[p]].name);
+    check(cudaDeviceSynchronize(), "synchronize before launch");
+  }
+  // What the call wrote: each output of `set`, then each input-output tensor's storage.
+  std::vector<std::vector<std::byte>> written(std::size_t set) const {
+    std::vector<std::vector<std::byte>> out;
+    for (const Guarded& g : sets[set])
+      out.push_back(to_host(g));
+    for (std::size_t p = 0; p < passed.size(); ++p)
+      if (d.tensors[passed[p]].role == op::Role::kInputOutput) out.push_back(to_host(in[p]));
+    return out;
+  }
+  std::string written_name(std::size_t k) const {
+    if (k < outputs.size()) return d.tensors[outputs[k]].name;
+    std::size_t io = k - outputs.size();
+    for (std::size_t p = 0; p < passed.size(); ++p)
+      if (d.tensors[passed[p]].role == op::Role::kInputOutput && io-- == 0)
+        return d.tensors[passed[p]].name;
+    return "?";
+  }
+  // Guard damage of the inputs (when `inputs`) and of a set's outputs.
+  void check_guards(std::size_t set, bool inputs, const std::string& suffix,
+                    std::vector<std::string>& fails) const {
+    if (inputs)
+      for (std::size_t p = 0; p < passed.size(); ++p)
+        if (std::string g = in[p].check_guards(d.tensors[passed[p]].name); !g.empty())
+          fails.push_back(g);
+    for (std::size_t k = 0; k < outputs.size(); ++k)
+      if (std::string g = sets[set][k].check_guards(d.tensors[outputs[k]].name + suffix);
+          !g.empty())
+        fails.push_back(g);
+  }
+};
+
+// Why a repeated call's bytes differ from the first call's (unwritten elements or a race): the
+// first written buffer that differs (evaluator::audit::repeat_mismatch), named when the call
+// writes more than one. An input-output tensor is restored, not poisoned, before each call, so any
+// difference in it is nondeterminism.
+std::string repeat_difference(const DeviceCall& dc, const std::vector<std::vector<std::byte>>& a,
+                              const std::vector<std::vector<std::byte>>& first, int call_number) {
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    const bool output = k < dc.outputs.size();
+    const std::string m =
+        evaluator::audit::repeat_mismatch(first[k], a[k], output ? dc.out_es[k] : 1, call_number,
+                                          /*poisoned=*/output);
+    if (!m.empty()) return (a.size() > 1 ? dc.written_name(k) + ": " : "") + m;
+  }
+  return {};
 }
 
 } // namespace
@@ -101,25 +191,12 @@ nlohmann::json AdapterOptions::to_json() const {
           {"concurrency", concurrency}};
 }
 
-rmsnorm::DeviceInfo query_device_info(int device) {
-  rmsnorm::DeviceInfo info;
-  check(cudaDeviceGetAttribute(&info.cc_major, cudaDevAttrComputeCapabilityMajor, device), "attr");
-  check(cudaDeviceGetAttribute(&info.cc_minor, cudaDevAttrComputeCapabilityMinor, device), "attr");
-  check(cudaDeviceGetAttribute(&info.sm_count, cudaDevAttrMultiProcessorCount, device), "attr");
-  int optin = 0;
-  check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device), "attr");
-  info.max_dynamic_smem_optin = optin;
-  return info;
-}
+DeviceAdapter::DeviceAdapter(const op::Operator& op, LoadedCandidate candidate,
+                             op::DeviceInfo device, AdapterOptions options)
+    : op_(op), cand_(std::move(candidate)), device_(device), opt_(options) {}
 
-DeviceAdapter::DeviceAdapter(LoadedCandidate candidate, rmsnorm::DeviceInfo device,
-                             AdapterOptions options)
-    : cand_(std::move(candidate)), device_(device), opt_(options) {}
-
-evaluator::Candidate DeviceAdapter::as_candidate() {
-  return [this](const HostTensor& x, const HostTensor& w, const rmsnorm::EpsScalar& eps) {
-    return call(x, w, eps);
-  };
+evaluator::CandidateFn DeviceAdapter::as_candidate() {
+  return [this](const op::CallArgs& args) { return call(args); };
 }
 
 nlohmann::json DeviceAdapter::evidence() const {
@@ -131,15 +208,14 @@ nlohmann::json DeviceAdapter::evidence() const {
           {"options", opt_.to_json()}};
 }
 
-evaluator::CandidateCall DeviceAdapter::call(const HostTensor& x, const HostTensor& w,
-                                             const rmsnorm::EpsScalar& eps) {
+evaluator::CandidateCall DeviceAdapter::call(const op::CallArgs& args) {
   if (sticky_) { // never touch the device again after a sticky fault
     evaluator::CandidateCall refused;
     refused.error = evaluator::RaisedError{std::nullopt, "not run: the worker already faulted"};
     return refused;
   }
   try {
-    return call_impl(x, w, eps);
+    return call_impl(args);
   } catch (const StickyFault& f) {
     sticky_ = f;
     evaluator::CandidateCall crashed;
@@ -149,168 +225,127 @@ evaluator::CandidateCall DeviceAdapter::call(const HostTensor& x, const HostTens
   }
 }
 
-evaluator::CandidateCall DeviceAdapter::call_impl(const HostTensor& x, const HostTensor& w,
-                                                  const rmsnorm::EpsScalar& eps) {
+evaluator::CandidateCall DeviceAdapter::call_impl(const op::CallArgs& args) {
   evaluator::CandidateCall result;
-  const rmsnorm::Validation v = rmsnorm::validate(x, w, eps);
+  const op::Declaration& d = op_.declaration();
+  const op::Validated v = op_.validate(args);
   if (!v.ok()) { // declared error, raised before any allocation or launch
     result.error = evaluator::RaisedError{v.error, {}};
     return result;
   }
-  const DType dtype = x.dtype();
-  const std::size_t es = dtype_bytes(dtype);
-  HostTensor out = HostTensor::zeros(x.shape(), dtype).with_device(x.device());
-  if (v.rows == 0) {
-    counts_.add(rmsnorm::Route::kNoLaunch);
-    result.output = out;
+  const DType dtype = args.tensors.front().dtype();
+  std::vector<HostTensor> outs;
+  std::int64_t elements = 0; // of the largest written tensor
+  for (int t : op::written_tensors(d)) {
+    std::vector<std::int64_t> shape = op::tensor_shape(d, v, t);
+    std::int64_t n = 1;
+    for (std::int64_t s : shape)
+      n *= s;
+    elements = std::max(elements, n);
+    if (d.tensors[t].role != op::Role::kOutput) continue;
+    const DType dt = d.tensors[t].dtype == op::DTypeRule::kFloat32 ? DType::kFloat32 : dtype;
+    outs.push_back(HostTensor::zeros(std::move(shape), dt).with_device(args.tensors[0].device()));
+  }
+  if (v.empty()) {
+    counts_.add(op::Route::kNoLaunch);
+    result.route = std::string(op::route_name(op::Route::kNoLaunch));
+    result.outputs = std::move(outs);
     return result;
   }
-  const std::size_t out_bytes = static_cast<std::size_t>(v.rows * v.h) * es;
-  const auto x_src = x.storage_bytes();
-  const auto w_src = w.storage_bytes();
-  Guarded xd(x_src.size(), opt_.guard_bytes), wd(w_src.size(), opt_.guard_bytes);
-  check(cudaMemcpy(xd.user(), x_src.data(), x_src.size(), cudaMemcpyHostToDevice), "copy x");
-  check(cudaMemcpy(wd.user(), w_src.data(), w_src.size(), cudaMemcpyHostToDevice), "copy weight");
-  const std::byte* x0 = xd.user() + x.offset() * static_cast<std::int64_t>(es);
-  const std::byte* w0 = wd.user() + w.offset() * static_cast<std::int64_t>(es);
-
-  // Dispatch on the addresses of the first output buffer (all outputs share its alignment).
-  Guarded y1(out_bytes, opt_.guard_bytes);
-  const rmsnorm::CallGeometry geom = rmsnorm::call_geometry(
-      x, w, reinterpret_cast<std::uintptr_t>(x0), reinterpret_cast<std::uintptr_t>(w0),
-      reinterpret_cast<std::uintptr_t>(y1.user()));
-  rmsnorm::DispatchDecision route =
-      cand_.manifest ? rmsnorm::decide_dispatch(*cand_.manifest, geom, device_)
-                     : rmsnorm::DispatchDecision{rmsnorm::Route::kReference, "no candidate cubin"};
-  if (route.route != rmsnorm::Route::kCandidate) reference_reasons_.insert(route.why);
-
-  cudaKernel_t kernel = nullptr;
-  rmsnorm::LaunchPlan plan;
-  if (route.route == rmsnorm::Route::kCandidate) {
-    kernel = cand_.kernels.at(dtype);
-    const void* fn = reinterpret_cast<const void*>(kernel);
-    const rmsnorm::Manifest& m = *cand_.manifest;
-    const std::int64_t smem = m.launch.dynamic_smem_bytes(v.h);
-    std::string failure;
-    if (smem > rmsnorm::kDefaultDynamicSmemBytes) {
-      const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 static_cast<int>(smem));
-      if (e != cudaSuccess)
-        failure = fmt::format("cudaFuncSetAttribute(MaxDynamicSharedMemorySize={} bytes) failed: "
-                              "{} (the device allows {} bytes per block)",
-                              smem, cuda_error_text(e), device_.max_dynamic_smem_optin);
-    }
-    int per_sm = 0;
-    if (failure.empty() && m.launch.grid == rmsnorm::GridKind::kPersistent) {
-      const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &per_sm, fn, m.launch.block_threads, static_cast<std::size_t>(smem));
-      if (e != cudaSuccess)
-        failure = "cudaOccupancyMaxActiveBlocksPerMultiprocessor failed: " + cuda_error_text(e);
-      else if (per_sm <= 0)
-        failure = fmt::format("no block of {} threads with {} bytes of dynamic shared memory fits "
-                              "on an SM (occupancy 0)",
-                              m.launch.block_threads, smem);
-    }
-    plan = rmsnorm::plan_launch(m, geom, device_, per_sm);
-    if (plans_.size() < 8) plans_.push_back({{"call", geom.to_json()}, {"plan", plan.to_json()}});
-    if (!failure.empty()) {
-      ++launch_errors_;
-      cudaGetLastError(); // clear a non-sticky error
-      result.error = evaluator::RaisedError{std::nullopt, "launch failed: " + failure};
-      counts_.add(rmsnorm::Route::kCandidate);
-      return result;
-    }
-  }
-  const RefGeometry rg = ref_geometry(x, w, v.rows, v.h);
-  const std::string entry =
-      kernel ? cand_.manifest->entry_points.at(dtype) : std::string("reference");
-
-  // Launches one call into `y` on `stream`; returns the launch error text (empty on success).
-  auto launch = [&](const Guarded& y, cudaStream_t stream) -> std::string {
-    counts_.add(route.route);
-    cudaError_t e;
-    if (kernel) {
-      const void* xp = x0;
-      const void* wp = w0;
-      void* yp = y.user();
-      long long rows = v.rows, xs = *geom.x_row_stride, ys = v.h;
-      int h = static_cast<int>(v.h);
-      float epsf = v.eps32;
-      void* args[] = {&xp, &wp, &yp, &rows, &h, &xs, &ys, &epsf};
-      cudaLaunchKernel(reinterpret_cast<const void*>(kernel),
-                       dim3(static_cast<unsigned>(plan.grid)),
-                       dim3(static_cast<unsigned>(plan.block)), args,
-                       static_cast<std::size_t>(plan.dynamic_smem), stream);
-      e = cudaGetLastError(); // checked at the call (CASES.md P13)
-    } else {
-      e = launch_reference(dtype, x0, w0, y.user(), rg, v.eps32, stream);
-    }
-    if (e == cudaSuccess) return {};
-    if (is_sticky(e)) throw StickyFault{e, "launch of " + entry};
+  DeviceCall dc(d, args, v, opt_.guard_bytes);
+  const std::size_t s0 = dc.add_set();
+  // Dispatch on the addresses of the first output set (all sets share its alignment).
+  const op::CallGeometry geom = op::call_geometry(d, args, v, dc.addresses(s0));
+  const CallLauncher launcher(op_, &cand_, device_, geom, v, exact_layout(d, args, v));
+  const op::Route route = launcher.route();
+  result.route = std::string(op::route_name(route));
+  result.variant = launcher.variant();
+  if (route != op::Route::kCandidate) reference_reasons_.insert(launcher.why());
+  if (route == op::Route::kCandidate && plans_.size() < 8)
+    plans_.push_back({{"call", geom.to_json(d)},
+                      {"variant", launcher.variant()},
+                      {"plan", launcher.plan().to_json()}});
+  if (!launcher.failure().empty()) {
     ++launch_errors_;
-    return fmt::format("launch of {} failed: {} (grid {}, block {}, dynamic smem {} bytes)", entry,
-                       cuda_error_text(e), plan.grid, plan.block, plan.dynamic_smem);
+    counts_.add(route, launcher.variant());
+    result.error = evaluator::RaisedError{std::nullopt, "launch failed: " + launcher.failure()};
+    return result;
+  }
+  // Launches one call into output set `set` on `stream`; returns the launch error text.
+  auto launch = [&](std::size_t set, cudaStream_t stream) -> std::string {
+    counts_.add(route, launcher.variant());
+    const cudaError_t e = launcher.launch(dc.addresses(set), stream);
+    if (e == cudaSuccess) return {};
+    if (is_sticky(e)) throw StickyFault{e, "launch of " + launcher.entry()};
+    ++launch_errors_;
+    const op::LaunchPlan& plan = launcher.plan();
+    return fmt::format("launch of {} failed: {} (grid {}, block {}, dynamic smem {} bytes)",
+                       launcher.entry(), cuda_error_text(e), plan.grid, plan.block,
+                       plan.dynamic_smem);
   };
-  auto poison = [&](const Guarded& y, unsigned char pattern) {
-    check(cudaMemset(y.user(), pattern, y.bytes()), "cudaMemset(poison)");
-  };
+  const std::string kernel_name = "kernel " + launcher.entry();
 
   Stream s1, s2;
-  poison(y1, kPoisonNan);
-  check(cudaDeviceSynchronize(), "synchronize before launch");
-  if (std::string err = launch(y1, s1.get()); !err.empty()) {
+  dc.prepare(s0, kPoisonNan);
+  if (std::string err = launch(s0, s1.get()); !err.empty()) {
     result.error = evaluator::RaisedError{std::nullopt, err};
     return result;
   }
-  check(cudaStreamSynchronize(s1.get()), ("kernel " + entry).c_str());
-  const std::vector<std::byte> first = to_host(y1);
+  check(cudaStreamSynchronize(s1.get()), kernel_name.c_str());
+  const std::vector<std::vector<std::byte>> first = dc.written(s0);
 
   auto& fails = result.audit_failures;
-  for (const auto* item : {&xd, &wd, &y1}) {
-    const char* name = item == &xd ? "x" : item == &wd ? "weight" : "y";
-    if (std::string g = item->check_guards(name); !g.empty()) fails.push_back(g);
-  }
-  for (auto [name, device, host] : {std::tuple{"x", &xd, x_src}, std::tuple{"weight", &wd, w_src}})
-    if (std::string c = evaluator::audit::input_changed(host, to_host(*device), name); !c.empty())
-      fails.push_back(c);
+  dc.check_guards(s0, true, "", fails);
+  for (std::size_t p = 0; p < dc.passed.size(); ++p)
+    if (d.tensors[dc.passed[p]].role == op::Role::kInput)
+      if (std::string c = evaluator::audit::input_changed(dc.src[p], to_host(dc.in[p]),
+                                                          d.tensors[dc.passed[p]].name);
+          !c.empty())
+        fails.push_back(c);
 
   // Repeats with the finite poison: identical bits, and no element still holding both poisons.
-  const int repeats = v.rows * v.h <= kSmallCase ? opt_.small_repeats : opt_.repeats;
+  const int repeats = elements <= kSmallCase ? opt_.small_repeats : opt_.repeats;
   for (int r = 1; r < repeats && fails.empty(); ++r) {
-    poison(y1, kPoisonFinite);
-    check(cudaDeviceSynchronize(), "synchronize");
-    if (std::string err = launch(y1, s1.get()); !err.empty()) {
+    dc.prepare(s0, kPoisonFinite);
+    if (std::string err = launch(s0, s1.get()); !err.empty()) {
       result.error = evaluator::RaisedError{std::nullopt, "repeat call: " + err};
       return result;
     }
-    check(cudaStreamSynchronize(s1.get()), ("kernel " + entry).c_str());
-    const std::vector<std::byte> again = to_host(y1);
-    if (std::string m = evaluator::audit::repeat_mismatch(first, again, es, r + 1); !m.empty())
-      fails.push_back(m);
+    check(cudaStreamSynchronize(s1.get()), kernel_name.c_str());
+    if (std::string diff = repeat_difference(dc, dc.written(s0), first, r + 1); !diff.empty())
+      fails.push_back(diff);
   }
-  if (opt_.concurrency && fails.empty() && route.route == rmsnorm::Route::kCandidate &&
-      v.rows * v.h <= kConcurrentMax) {
-    Guarded ya(out_bytes, opt_.guard_bytes), yb(out_bytes, opt_.guard_bytes);
-    poison(ya, kPoisonNan);
-    poison(yb, kPoisonFinite);
-    check(cudaDeviceSynchronize(), "synchronize");
-    std::string err = launch(ya, s1.get());
-    if (err.empty()) err = launch(yb, s2.get());
+  // Two concurrent calls (not for input-output tensors, which one storage holds).
+  if (opt_.concurrency && fails.empty() && route == op::Route::kCandidate &&
+      elements <= kConcurrentMax && !dc.has_input_output()) {
+    const std::size_t sa = dc.add_set(), sb = dc.add_set();
+    for (const Guarded& g : dc.sets[sa])
+      check(cudaMemset(g.user(), kPoisonNan, g.bytes()), "cudaMemset(poison)");
+    dc.prepare(sb, kPoisonFinite);
+    std::string err = launch(sa, s1.get());
+    if (err.empty()) err = launch(sb, s2.get());
     if (!err.empty()) {
       result.error = evaluator::RaisedError{std::nullopt, "concurrent call: " + err};
       return result;
     }
-    check(cudaStreamSynchronize(s1.get()), ("kernel " + entry).c_str());
-    check(cudaStreamSynchronize(s2.get()), ("kernel " + entry).c_str());
-    if (to_host(ya) != first || to_host(yb) != first)
+    check(cudaStreamSynchronize(s1.get()), kernel_name.c_str());
+    check(cudaStreamSynchronize(s2.get()), kernel_name.c_str());
+    if (dc.written(sa) != first || dc.written(sb) != first)
       fails.push_back("two concurrent calls on two streams did not both reproduce the output of "
                       "a lone call");
-    for (const auto* item : {&ya, &yb})
-      if (std::string g = item->check_guards("y (concurrent call)"); !g.empty()) fails.push_back(g);
+    dc.check_guards(sa, false, " (concurrent call)", fails);
+    dc.check_guards(sb, false, " (concurrent call)", fails);
   }
-  auto dst = out.storage_bytes();
-  std::memcpy(dst.data(), first.data(), std::min(dst.size(), first.size()));
-  result.output = out;
+  for (std::size_t k = 0; k < outs.size(); ++k) {
+    auto dst = outs[k].storage_bytes();
+    std::memcpy(dst.data(), first[k].data(), std::min(dst.size(), first[k].size()));
+  }
+  for (std::size_t k = outs.size(), p = 0; p < dc.passed.size(); ++p) {
+    if (d.tensors[dc.passed[p]].role != op::Role::kInputOutput) continue;
+    std::memcpy(dc.src[p].data(), first[k].data(), std::min(dc.src[p].size(), first[k].size()));
+    ++k;
+  }
+  result.outputs = std::move(outs);
   return result;
 }
 

@@ -22,7 +22,10 @@
 #include "evaluator/gpu_worker/bench_run.h"
 #include "evaluator/gpu_worker/cuda_rt.h"
 #include "evaluator/gpu_worker/device_candidate.h"
-#include "kernels/rmsnorm/cases.h"
+#include "evaluator/gpu_worker/launch.h"
+#include "kernels/gpu_reference.h"
+#include "kernels/manifest.h"
+#include "kernels/registry.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -71,36 +74,30 @@ int finish(int code, const std::string& status, const std::string& reason, json 
   return code;
 }
 
-std::vector<rmsnorm::CaseSpec> resolve_cases(const json& cases) {
-  std::vector<rmsnorm::CaseSpec> out;
-  if (cases.is_array()) {
-    for (const json& c : cases)
-      out.push_back(rmsnorm::CaseSpec::from_json(c));
-    return out;
-  }
+// The case specs of the request: a list of specs, or {"suite": one of the operator's suite names,
+// "seed", optional "first" and "count" (a slice)}.
+std::vector<json> resolve_cases(const op::Operator& op, const json& cases) {
+  if (cases.is_array()) return cases.get<std::vector<json>>();
   const std::string suite = cases.value("suite", std::string("public"));
-  const std::uint64_t seed = cases.value("seed", std::uint64_t{1});
-  if (suite == "public")
-    out = rmsnorm::public_cases(seed);
-  else if (suite == "large")
-    out = rmsnorm::large_cases(seed);
-  else if (suite == "cases_md")
-    out = rmsnorm::cases_md_cases();
-  else if (suite == "invalid")
-    out = rmsnorm::invalid_cases(seed);
-  else
-    throw std::runtime_error("cases.suite '" + suite +
-                             "' unknown; use public, large, "
-                             "cases_md or invalid");
+  std::vector<json> out = op.suite(suite, cases.value("seed", std::uint64_t{1}));
   if (cases.contains("first") || cases.contains("count")) { // a slice of the suite
     const std::size_t first = std::min(out.size(), cases.value("first", std::size_t{0}));
     const std::size_t count = std::min(out.size() - first, cases.value("count", out.size()));
-    out = std::vector<rmsnorm::CaseSpec>(out.begin() + first, out.begin() + first + count);
+    out = std::vector<json>(out.begin() + first, out.begin() + first + count);
   }
   return out;
 }
 
-json device_json(const rmsnorm::DeviceInfo& info) {
+// The operator the request names ("operator": a contract id), else the manifest's "contract".
+const op::Operator* request_operator(const json& req) {
+  std::string id = req.value("operator", std::string());
+  if (id.empty() && req.contains("manifest") && req["manifest"].is_object())
+    id = req["manifest"].value("contract", std::string());
+  // Neither (requests written before issue 25): weighted_rmsnorm/1, the only operator then.
+  return op::find_operator(id.empty() ? "weighted_rmsnorm/1" : id);
+}
+
+json device_json(const op::DeviceInfo& info) {
   json d = info.to_json();
   cudaDeviceProp p{};
   if (cudaGetDeviceProperties(&p, 0) == cudaSuccess) {
@@ -119,6 +116,51 @@ json device_json(const rmsnorm::DeviceInfo& info) {
   d["driver_version"] = drv;
   d["runtime_version"] = rt;
   return d;
+}
+
+// The correctness mode: every case of the request through the device adapter and the
+// correctness core; a sticky fault ends the run with what is known and the case in progress.
+int run_correctness(const json& req, const op::Operator& op, gpu::LoadedCandidate cand,
+                    const op::DeviceInfo& info, json extra) {
+  const std::vector<json> specs = resolve_cases(op, req.value("cases", json::object()));
+  const json opts = req.value("options", json::object());
+  gpu::DeviceAdapter adapter(op, std::move(cand), info, gpu::AdapterOptions::from_json(opts));
+  evaluator::SuiteRunOptions run;
+  run.stop_at_first_failure = opts.value("stop_at_first_failure", false);
+  run.before_case = [&](std::size_t i, const json& spec) {
+    write_json(
+        "progress.json",
+        {{"index", i}, {"name", spec.value("name", std::string())}, {"total", specs.size()}});
+  };
+  run.after_case = [&](const evaluator::CaseResult&) {
+    if (adapter.sticky()) throw *adapter.sticky();
+  };
+  evaluator::SuiteResult suite;
+  try {
+    evaluator::run_suite(op, adapter.as_candidate(), specs, suite, run);
+  } catch (const gpu::StickyFault& f) {
+    const json progress = json::parse(read_file(g_dir / "progress.json"), nullptr, false);
+    const std::string cls = gpu::fault_class(f.error);
+    suite.pass = false;
+    extra["suite"] = suite.to_json();
+    extra["evidence"] = adapter.evidence();
+    extra["path_counts"] = adapter.path_counts().to_json();
+    extra["fault"] = {{"class", cls},
+                      {"cuda_error", gpu::cuda_error_text(f.error)},
+                      {"where", f.where},
+                      {"case_index", progress.value("index", -1)},
+                      {"case_name", progress.value("name", "")}};
+    return finish(evaluator::kGpuWorkerStickyFault, "crashed",
+                  fmt::format("crashed: {} ({}) in {} during case {} ({})", cls,
+                              gpu::cuda_error_text(f.error), f.where, progress.value("index", -1),
+                              progress.value("name", "")),
+                  extra);
+  }
+  extra["evidence"] = adapter.evidence();
+  extra["path_counts"] = adapter.path_counts().to_json();
+  const json result = evaluator::correctness_batch_result(suite, std::move(extra));
+  return finish(evaluator::kGpuWorkerOk, result["status"].get<std::string>(),
+                result["reason"].get<std::string>(), result);
 }
 
 // The `count` devices this process sees: [{"index", "name", "pci_bus_id"}] (a device whose
@@ -154,41 +196,32 @@ int run(const json& req) {
   g_timings["context_ms"] = ms_since(t_context);
   const auto t_load = std::chrono::steady_clock::now();
   gpu::mark_memory_start();
-  const rmsnorm::DeviceInfo info = gpu::query_device_info(0);
+  const op::DeviceInfo info = gpu::query_device_info(0);
   json extra{{"device", device_json(info)}, {"mode", req.value("mode", "correctness")}};
+  const op::Operator* op = request_operator(req);
+  if (op == nullptr)
+    return finish(evaluator::kGpuWorkerBadRequest, "infra_error",
+                  fmt::format("request names operator '{}', which this worker does not have ({})",
+                              req.value("operator", std::string()), op::operator_names()),
+                  extra);
+  extra["operator"] = op->contract_id();
+  if (op::find_gpu_reference(op->contract_id()) == nullptr)
+    return finish(evaluator::kGpuWorkerInternal, "infra_error",
+                  op->contract_id() + " has no trusted GPU reference kernel in this worker", extra);
 
   // Candidate: parse the manifest again (trusted code), load the cubin, look up entry points.
   gpu::LoadedCandidate cand;
   gpu::Library lib;
   if (req.contains("cubin") && req["cubin"].is_string()) {
-    const rmsnorm::ManifestParse mp = rmsnorm::parse_manifest(req["manifest"].dump());
+    const op::ManifestParse mp = op::parse_manifest(op->declaration(), req["manifest"].dump());
     if (!mp.manifest)
       return finish(evaluator::kGpuWorkerOk, "fail",
                     "manifest rejected: " + mp.errors.front().message, extra);
-    cand.manifest = *mp.manifest;
-    const std::string image = read_file(g_dir / req["cubin"].get<std::string>());
-    if (const cudaError_t e = lib.load(image); e != cudaSuccess) {
-      cudaGetLastError(); // clear the (non-sticky) load error
-      if (gpu::is_sticky(e)) throw gpu::StickyFault{e, "cudaLibraryLoadData"};
-      return finish(evaluator::kGpuWorkerOk, "fail",
-                    "the cubin does not load on this device: " + gpu::cuda_error_text(e), extra);
-    }
     json kernels = json::object();
-    for (const auto& [dtype, name] : cand.manifest->entry_points) {
-      cudaKernel_t k = nullptr;
-      if (const cudaError_t e = lib.kernel(name, &k); e != cudaSuccess)
-        return finish(
-            evaluator::kGpuWorkerOk, "fail",
-            fmt::format("entry point {} not found in the cubin: {}", name, gpu::cuda_error_text(e)),
-            extra);
-      cand.kernels[dtype] = k;
-      cudaFuncAttributes a{};
-      if (cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(k)) == cudaSuccess)
-        kernels[name] = {{"registers", a.numRegs},
-                         {"static_smem", a.sharedSizeBytes},
-                         {"local_bytes", a.localSizeBytes},
-                         {"max_threads_per_block", a.maxThreadsPerBlock}};
-    }
+    const std::string image = read_file(g_dir / req["cubin"].get<std::string>());
+    if (std::string why = gpu::load_candidate(*mp.manifest, image, lib, cand, &kernels);
+        !why.empty())
+      return finish(evaluator::kGpuWorkerOk, "fail", why, extra);
     extra["kernels"] = kernels;
   }
   g_timings["load_ms"] = ms_since(t_load);
@@ -197,57 +230,14 @@ int run(const json& req) {
     return finish(evaluator::kGpuWorkerOk, "pass", "", extra);
   }
   if (gpu::is_perf_mode(extra["mode"].get<std::string>())) {
-    gpu::ModeOutcome m = gpu::run_perf_mode(req, cand, info, g_dir, extra);
+    gpu::ModeOutcome m = gpu::run_perf_mode(req, *op, cand, info, g_dir, extra);
     return finish(m.exit_code, m.status, m.reason, m.extra);
   }
   if (extra["mode"] == "bench") {
-    extra["bench"] = gpu::run_bench(cand, info, req.value("options", json::object()));
+    extra["bench"] = gpu::run_bench(*op, cand, info, req.value("options", json::object()));
     return finish(evaluator::kGpuWorkerOk, "pass", "", extra);
   }
-
-  const std::vector<rmsnorm::CaseSpec> specs = resolve_cases(req.value("cases", json::object()));
-  const json opts = req.value("options", json::object());
-  gpu::DeviceAdapter adapter(std::move(cand), info, gpu::AdapterOptions::from_json(opts));
-  const evaluator::Candidate candidate = adapter.as_candidate();
-  const bool stop = opts.value("stop_at_first_failure", false);
-  evaluator::SuiteResult suite;
-  try {
-    for (std::size_t i = 0; i < specs.size(); ++i) {
-      write_json("progress.json", {{"index", i}, {"name", specs[i].name}, {"total", specs.size()}});
-      evaluator::CaseResult cr = evaluator::run_case(candidate, specs[i]);
-      if (adapter.sticky()) throw *adapter.sticky();
-      if (cr.pass)
-        ++suite.passed;
-      else
-        ++suite.failed;
-      if (!cr.pass && !suite.first_failure) suite.first_failure = suite.cases.size();
-      suite.cases.push_back(std::move(cr));
-      if (!suite.cases.back().pass && stop) break;
-    }
-  } catch (const gpu::StickyFault& f) {
-    const json progress = json::parse(read_file(g_dir / "progress.json"), nullptr, false);
-    const std::string cls = gpu::fault_class(f.error);
-    suite.pass = false;
-    extra["suite"] = suite.to_json();
-    extra["evidence"] = adapter.evidence();
-    extra["path_counts"] = adapter.path_counts().to_json();
-    extra["fault"] = {{"class", cls},
-                      {"cuda_error", gpu::cuda_error_text(f.error)},
-                      {"where", f.where},
-                      {"case_index", progress.value("index", -1)},
-                      {"case_name", progress.value("name", "")}};
-    return finish(evaluator::kGpuWorkerStickyFault, "crashed",
-                  fmt::format("crashed: {} ({}) in {} during case {} ({})", cls,
-                              gpu::cuda_error_text(f.error), f.where, progress.value("index", -1),
-                              progress.value("name", "")),
-                  extra);
-  }
-  suite.pass = suite.failed == 0;
-  extra["evidence"] = adapter.evidence();
-  extra["path_counts"] = adapter.path_counts().to_json();
-  const json result = evaluator::correctness_batch_result(suite, std::move(extra));
-  return finish(evaluator::kGpuWorkerOk, result["status"].get<std::string>(),
-                result["reason"].get<std::string>(), result);
+  return run_correctness(req, *op, std::move(cand), info, std::move(extra));
 }
 
 } // namespace

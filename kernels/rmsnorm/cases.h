@@ -129,6 +129,22 @@ std::vector<CaseSpec> invalid_cases(std::uint64_t seed);
 // Cases for the GPU machine only: a tensor over 2^31 bytes and more than 65535 rows.
 std::vector<CaseSpec> large_cases(std::uint64_t seed);
 
+// The holdout families (holdout_families.cpp): `cases` cases of random widths in [1, 20000] (a
+// third of them primes), outer shapes up to four dimensions in total, gaps and storage offsets,
+// heavy-tailed rows with outlier channels, per-row scales from 1e-30 to 1e19, NaN and Inf at
+// random positions and random eps; all three dtypes; their elements total at most about
+// `max_elements`. Drawn from `seed` through a stream no public suite uses.
+std::vector<CaseSpec> holdout_cases(std::uint64_t seed, int cases, std::int64_t max_elements);
+
+// The checker-coverage search pool (search_pool.cpp): random widths (tiny, primes, powers of two
+// and their neighbours, uniform up to 16384), outer shapes from one row to a few thousand,
+// sliced rows with gaps, storage offsets on x and weight, every value family and several eps;
+// one own case in four is 16-byte aligned (x, weight, row stride) with a gap, 513-4096 wide, with
+// 600-5000 rows (up to 4 x max_case_elements), so vectorised multi-row paths see strided rows;
+// then `holdout_style_cases` holdout-style cases. Cases are named "pool-<i>" / "pool-h<i>".
+std::vector<CaseSpec> search_pool_cases(std::uint64_t seed, int cases, int holdout_style_cases,
+                                        std::int64_t max_case_elements);
+
 // The deterministic PRNG (xoshiro256** seeded through splitmix64).
 class Rng {
 public:

@@ -7,15 +7,12 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
-#include <sodium.h>
 
+#include "kernels/manifest.h"
+#include "kernels/rmsnorm/operator.h"
 #include "kernels/rmsnorm/reference.h"
 
 namespace kloop::rmsnorm {
-
-nlohmann::json Tolerance::to_json() const {
-  return {{"atol", atol}, {"rtol", rtol}, {"row_rtol", row_rtol}, {"row_floor", row_floor}};
-}
 
 // Why these values (fixed before any candidate runs; part of the contract hash):
 // - float32: an honest kernel differs from the reference by reduction order and by the rounding
@@ -57,25 +54,6 @@ Tolerance tolerance_for(DType dtype) {
     return {.atol = 1e-5, .rtol = 1.6e-2, .row_rtol = 1.6e-2, .row_floor = 1e-30};
   }
   throw std::invalid_argument("tolerance_for: unknown dtype");
-}
-
-double output_ulp(DType dtype, double value) {
-  int digits = 24, emin = -126, emax = 127; // IEEE binary32
-  if (dtype == DType::kFloat16) {
-    digits = 11;
-    emin = -14;
-    emax = 15;
-  } else if (dtype == DType::kBFloat16) {
-    digits = 8;
-  }
-  int e = emax;
-  if (std::isfinite(value) && value != 0) {
-    std::frexp(value, &e); // |value| = m * 2^e, m in [0.5, 1)
-    e = std::clamp(e - 1, emin, emax);
-  } else if (value == 0) {
-    e = emin;
-  }
-  return std::ldexp(1.0, e - digits + 1);
 }
 
 nlohmann::json BenchShape::to_json() const {
@@ -164,25 +142,8 @@ nlohmann::json build_contract() {
         {"rejected_differences",
          {"a float16 or bfloat16 accumulator (CASES.md P11)", "eps ignored or misplaced (P12)",
           "any other formula"}}}},
-      {"kernel_signature",
-       "extern \"C\" __global__ void ENTRY(const T* x, const T* weight, T* y, long long rows, "
-       "int H, long long x_row_stride, long long y_row_stride, float eps)"},
-      {"manifest_schema",
-       {{"contract", contract_id()},
-        {"entry_points", "object: dtype name -> extern \"C\" symbol, at least one"},
-        {"launch",
-         {{"block_threads", "int, multiple of 32, 32..1024"},
-          {"rows_per_block", "int >= 1"},
-          {"grid", "per_rows | persistent"},
-          {"dynamic_smem", {{"fixed_bytes", "int >= 0"}, {"bytes_per_h", "int >= 0"}}}}},
-        {"dispatch",
-         {{"h_min", "int >= 1"},
-          {"h_max", "int >= h_min"},
-          {"h_multiple_of", "int >= 1"},
-          {"x_rows", "any_stride | contiguous"},
-          {"alignment_bytes", "power of two 1..16"}}},
-        {"target", "sm_90 | sm_90a"},
-        {"known_limits", "string"}}},
+      {"kernel_signature", op::kernel_signature(declaration())},
+      {"manifest_schema", op::format1_schema(declaration())},
       {"benchmark_shapes", bench},
   };
 }
@@ -199,15 +160,7 @@ std::string contract_canonical_text() {
 }
 
 std::string contract_sha256() {
-  if (sodium_init() < 0)
-    throw std::runtime_error("contract_sha256: libsodium failed to initialise");
-  const std::string text = contract_canonical_text();
-  unsigned char digest[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(digest, reinterpret_cast<const unsigned char*>(text.data()), text.size());
-  std::string hex;
-  for (unsigned char b : digest)
-    hex += fmt::format("{:02x}", b);
-  return hex;
+  return op::sha256_text_hex(contract_canonical_text());
 }
 
 } // namespace kloop::rmsnorm

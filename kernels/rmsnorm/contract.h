@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/call.h"
 #include "kernels/dtype.h"
 
 namespace kloop::rmsnorm {
@@ -19,32 +20,17 @@ namespace kloop::rmsnorm {
 inline constexpr std::string_view kOperatorName = "weighted_rmsnorm";
 inline constexpr int kContractVersion = 1;
 
-// Acceptance policy for one output dtype. An output passes when, on every element whose expected
-// value is finite, |actual - expected| <= atol + rtol * |expected| (torch.testing.assert_close's
-// rule), non-finite positions match exactly (NaN where NaN, same-signed Inf where Inf), AND every
-// row satisfies the per-row relative check
-//     ||actual_row - expected_row||_2 <= row_rtol * max(||expected_row||_2, row_floor)
-// over the row's finite-expected entries. Denominator policy: the expected row norm, floored at
-// row_floor so that an all-zero expected row (e.g. the zero row of CASES.md P12) demands an
-// error norm of at most row_rtol * row_floor (i.e. essentially exact zeros) instead of dividing by
-// zero. The row check is what rejects an all-zero output on the tiny row [1e-8, -1e-8], eps 1
-// (CASES.md P5): there the error norm equals the expected norm, ratio 1 > row_rtol.
-struct Tolerance {
-  double atol = 0;
-  double rtol = 0;
-  double row_rtol = 0;
-  double row_floor = 0;
-  nlohmann::json to_json() const;
-};
+// Acceptance policy for one output dtype (kernels/call.h: the rule and its denominator policy).
+// The row check is what rejects an all-zero output on the tiny row [1e-8, -1e-8], eps 1 (CASES.md
+// P5): there the error norm equals the expected norm, ratio 1 > row_rtol; an all-zero expected
+// row (the zero row of CASES.md P12) needs essentially exact zeros.
+using Tolerance = op::Tolerance;
 
 // The declared tolerance of `dtype` (constants justified in contract.cpp).
 Tolerance tolerance_for(DType dtype);
 
-// The spacing of `dtype`'s values at |value| (one ulp): 2^(e - p + 1) for |value| in [2^e, 2^(e+1))
-// with p = 24 (float32), 11 (float16), 8 (bfloat16) significand bits, and the subnormal spacing
-// below the smallest normal (2^-149, 2^-24, 2^-133). For a non-finite value: the largest normal
-// binade's spacing. The unit in which the correctness gate reports an error.
-double output_ulp(DType dtype, double value);
+// The spacing of a dtype's values (kernels/dtype.h), the unit the contract states bounds in.
+using kloop::output_ulp;
 
 // One benchmark shape: x is [rows, h] contiguous of `dtype`, weight [h].
 struct BenchShape {

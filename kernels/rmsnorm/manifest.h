@@ -11,15 +11,15 @@
 #include <vector>
 
 #include "kernels/dtype.h"
+#include "kernels/manifest.h"
 
 namespace kloop::rmsnorm {
 
 inline constexpr std::string_view kContractId = "weighted_rmsnorm/1";
-inline constexpr std::size_t kMaxSourceBytes = 256 * 1024;  // kernel.cu size limit
-inline constexpr std::size_t kMaxManifestBytes = 16 * 1024; // manifest.json size limit
-// Largest dynamic shared memory a block may opt into on sm_90: 227 KiB
-// (CUDA C++ Programming Guide, "Compute capability 9.0", max shared memory per block, opt-in).
-inline constexpr std::int64_t kMaxDynamicSmemBytes = 227 * 1024;
+// Limits shared by every operator's candidates (kernels/manifest.h).
+using op::kMaxDynamicSmemBytes;
+using op::kMaxManifestBytes;
+using op::kMaxSourceBytes;
 
 enum class GridKind { kPerRows, kPersistent };
 enum class RowLayout { kAnyStride, kContiguous };
@@ -53,10 +53,8 @@ struct Manifest {
   std::string claimed_target;   // optional free text: the generator's claimed hardware target
 };
 
-struct ManifestError {
-  std::string field;   // JSON path of the offending key, e.g. "launch.block_threads"
-  std::string message; // names the field, the value and the allowed values
-};
+// The operator-generic manifest error (kernels/manifest.h): JSON path of the field and a message.
+using ManifestError = op::ManifestError;
 
 // Parses and validates manifest.json text against the contract. Returns the manifest or every
 // error found. Whether each entry point exists, with the contract's parameters, is decided from

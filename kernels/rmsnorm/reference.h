@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/call.h"
 #include "kernels/tensor.h"
 
 namespace kloop::rmsnorm {
@@ -39,24 +40,12 @@ struct DeclaredError {
   ErrorCode code = ErrorCode::kBadRank;
   std::string message;            // names the argument, the cause and the fix
   nlohmann::json to_json() const; // {"code": name, "message": ...}
+  // The operator interface's form (kernels/call.h): the code by name.
+  operator op::DeclaredError() const { return {std::string(error_code_name(code)), message}; }
 };
 
-// The eps argument as a Python-like tagged scalar: a float (double), an int (arbitrary-size
-// decimal text), or something else (described by a type name such as "bool" or "str").
-struct EpsScalar {
-  enum class Kind { kFloat, kInt, kOther };
-  Kind kind = Kind::kFloat;
-  double value = 0; // kFloat
-  std::string text; // kInt: decimal digits with optional '-'; kOther: the type name
-  static EpsScalar of(double v) { return {Kind::kFloat, v, {}}; }
-  static EpsScalar integer(std::int64_t v);
-  static EpsScalar integer_text(std::string digits); // e.g. "1" followed by 400 zeros
-  static EpsScalar other(std::string type_name) { return {Kind::kOther, 0, std::move(type_name)}; }
-  nlohmann::json to_json() const; // {"kind":"float","value":1e-5} | {"kind":"int","text":"1"} ...
-  static EpsScalar from_json(const nlohmann::json& j); // throws std::invalid_argument
-  std::string describe() const;                        // "1e-05", "int 3", "bool"
-  bool operator==(const EpsScalar& other) const = default;
-};
+// The eps argument as a Python-like tagged scalar (kernels/call.h).
+using EpsScalar = op::ScalarArg;
 
 // Result of validation: either an error, or the float32 eps and the [rows, H] problem size.
 struct Validation {

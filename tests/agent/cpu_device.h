@@ -13,8 +13,8 @@
 //   correctness_batch_result (what kloop-gpu-worker writes); gate_from_worker_result() turns it
 //   into the correctness gate with classify_gpu_run and correctness_gate_from (what kloop reads).
 // Not mirrored: the dispatch predicate (every call goes to the kernel) and concurrent streams.
-// (Two translation units: evaluator/correctness.h and evaluator/pipeline.h both name a type
-// evaluator::Candidate.)
+// The kernels are RMSNorm's (x, weight, eps) form, adapted to the operator-generic correctness core
+// with tests/kernels/rmsnorm_calls.h.
 #pragma once
 
 #include <functional>

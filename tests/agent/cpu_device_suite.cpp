@@ -8,6 +8,7 @@
 #include "evaluator/output_audit.h"
 #include "kernels/rmsnorm/reference.h"
 #include "tests/agent/cpu_device.h"
+#include "tests/kernels/rmsnorm_calls.h"
 
 namespace kloop::testing {
 namespace {
@@ -17,7 +18,7 @@ public:
   explicit CpuDeviceAdapter(CpuKernel kernel, std::size_t guard_bytes = 256)
       : kernel_(std::move(kernel)), guard_bytes_(guard_bytes) {}
 
-  evaluator::Candidate as_candidate() const {
+  evaluator::rms_test::RmsCandidate as_candidate() const {
     return [this](const HostTensor& x, const HostTensor& w, const rmsnorm::EpsScalar& eps) {
       return call(x, w, eps);
     };
@@ -58,7 +59,7 @@ private:
     }
     HostTensor out = HostTensor::zeros(x.shape(), x.dtype()).with_device(x.device());
     if (v.rows == 0) {
-      result.output = out;
+      result.outputs.push_back(out);
       return result;
     }
     const std::size_t es = x.element_bytes();
@@ -100,7 +101,7 @@ private:
         fails.push_back(m);
     }
     std::memcpy(out.storage_bytes().data(), first.data(), first.size());
-    result.output = out;
+    result.outputs.push_back(out);
     return result;
   }
 
@@ -108,9 +109,9 @@ private:
   std::size_t guard_bytes_;
 };
 
-WorkerFiles batch(const evaluator::Candidate& candidate,
+WorkerFiles batch(const evaluator::rms_test::RmsCandidate& candidate,
                   const std::vector<rmsnorm::CaseSpec>& specs) {
-  const evaluator::SuiteResult suite = evaluator::run_suite(candidate, specs, true);
+  const evaluator::SuiteResult suite = evaluator::rms_test::run_suite(candidate, specs, true);
   WorkerFiles files;
   files.result = evaluator::correctness_batch_result(
       suite, {{"device", {{"name", "CPU emulation (tests/agent/cpu_device.h)"}}}});
@@ -156,7 +157,7 @@ WorkerFiles cpu_callable_result(const CpuCallable& callable,
         if (!v.ok())
           call.error = evaluator::RaisedError{v.error, {}};
         else
-          call.output = callable(x, w, v.eps32);
+          call.outputs.push_back(callable(x, w, v.eps32));
         return call;
       },
       specs);

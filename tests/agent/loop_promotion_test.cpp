@@ -15,7 +15,9 @@
 #include "agent/loop.h"
 #include "evaluator/perf_gates.h"
 #include "holdout/holdout.h"
+#include "kernels/manifest.h"
 #include "kernels/rmsnorm/manifest.h"
+#include "kernels/rmsnorm/operator.h"
 #include "store/phase_view.h"
 #include "store/store.h"
 #include "tests/support/bench_result.h"
@@ -100,8 +102,8 @@ evaluator::Evaluation passing_evaluation(const Timings& timings) {
        {evaluator::kGateContract, evaluator::kGateBuild, evaluator::kGateStatic,
         evaluator::kGateCorrectness, evaluator::kGateSanitizer})
     ev.report.gates.push_back({std::string(g), GateStatus::kPass, "", json::object()});
-  ev.report.gates.push_back(evaluator::perf::benchmark_gate(bench));
-  ev.report.gates.push_back(evaluator::perf::roofline_gate(bench));
+  ev.report.gates.push_back(evaluator::perf::benchmark_gate(rmsnorm::declaration(), bench));
+  ev.report.gates.push_back(evaluator::perf::roofline_gate(rmsnorm::declaration(), bench));
   ev.report.verdict = evaluator::decide_verdict(ev.report.gates);
   evaluator::BuildResult b;
   b.gate = ev.report.gates[1];
@@ -148,13 +150,14 @@ class FakeHoldoutRunner final : public HoldoutRunner {
 public:
   explicit FakeHoldoutRunner(GateStatus status, std::string reason = "")
       : status_(status), reason_(std::move(reason)) {}
-  holdout::HoldoutResult run(const evaluator::Candidate& candidate,
-                             const rmsnorm::Manifest& manifest, const std::string& cubin,
-                             const std::vector<rmsnorm::CaseSpec>& suite) override {
+  holdout::HoldoutResult run(const op::Operator& op, const evaluator::Candidate& candidate,
+                             const std::string& cubin,
+                             const std::vector<nlohmann::json>& suite) override {
     ++calls;
     if (crash) throw std::runtime_error("the process died during the holdout run");
     manifest_text = candidate.manifest_text;
-    dispatch = rmsnorm::dispatch_predicate_text(manifest);
+    dispatch = op::dispatch_predicate_text(
+        op.declaration(), *op::parse_manifest(op.declaration(), manifest_text).manifest);
     got_cubin = cubin;
     got_suite = suite;
     holdout::HoldoutResult r;
@@ -167,7 +170,7 @@ public:
   int calls = 0;
   bool crash = false;
   std::string manifest_text, dispatch, got_cubin;
-  std::vector<rmsnorm::CaseSpec> got_suite;
+  std::vector<nlohmann::json> got_suite;
 
 private:
   GateStatus status_;
@@ -193,6 +196,7 @@ class LoopPromotionTest : public ::testing::Test {
 protected:
   LoopOptions options(int budget) const {
     LoopOptions o;
+    o.op = &rmsnorm::operator_instance();
     o.budget = budget;
     o.provider_name = "fake";
     o.holdout_dir = tmp_.dir() / "holdout";
@@ -243,7 +247,8 @@ TEST_F(LoopPromotionTest, AFasterCandidateThatPassesTheHoldoutIsPromotedWithItsR
   EXPECT_EQ(holdout.got_cubin, kCubin);
   ASSERT_TRUE(r.holdout);
   EXPECT_EQ(holdout.got_suite,
-            holdout::generate_suite(r.holdout->revealed_seed, options(1).holdout_options));
+            holdout::generate_suite(rmsnorm::operator_instance(), r.holdout->revealed_seed,
+                                    options(1).holdout_options));
   // Retired, verified against the store's commitment, and that commitment is in the receipt.
   EXPECT_FALSE(fs::exists(sealed(r.session_id, ".sealed")));
   EXPECT_TRUE(fs::exists(sealed(r.session_id, ".retired")));
@@ -435,8 +440,10 @@ TEST_F(LoopPromotionTest, ResumeRefusesASealedFileWhoseSeedAndCommitmentWereEdit
   json body = json::parse(read_file(file));
   const std::uint64_t chosen = 42;
   body["seed"] = std::to_string(chosen);
-  body["commitment"] =
-      holdout::commitment_for(holdout::generate_suite(chosen, options(2).holdout_options), chosen);
+  body["commitment"] = holdout::commitment_for(
+      rmsnorm::operator_instance(),
+      holdout::generate_suite(rmsnorm::operator_instance(), chosen, options(2).holdout_options),
+      chosen);
   std::ofstream(file, std::ios::trunc) << body.dump();
 
   LoopOptions o = options(2);
@@ -463,8 +470,9 @@ TEST_F(LoopPromotionTest, ASealedFileEditedDuringTheSessionIsRefusedAtTheFreeze)
     const fs::path file = sealed(1, ".sealed");
     json body = json::parse(read_file(file));
     body["seed"] = "42";
-    body["commitment"] =
-        holdout::commitment_for(holdout::generate_suite(42, options(1).holdout_options), 42);
+    body["commitment"] = holdout::commitment_for(
+        rmsnorm::operator_instance(),
+        holdout::generate_suite(rmsnorm::operator_instance(), 42, options(1).holdout_options), 42);
     std::ofstream(file, std::ios::trunc) << body.dump();
   };
   FakeHoldoutRunner holdout(GateStatus::kPass);

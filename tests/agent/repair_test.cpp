@@ -20,6 +20,7 @@
 #include "evaluator/candidate.h"
 #include "kernels/rmsnorm/cases.h"
 #include "kernels/rmsnorm/family.h"
+#include "kernels/rmsnorm/operator.h"
 #include "kernels/rmsnorm/reference.h"
 #include "store/store.h"
 #include "tests/agent/cpu_device.h"
@@ -101,8 +102,8 @@ private:
 
 class NoHoldout final : public agent::HoldoutRunner {
 public:
-  holdout::HoldoutResult run(const evaluator::Candidate&, const rmsnorm::Manifest&,
-                             const std::string&, const std::vector<rmsnorm::CaseSpec>&) override {
+  holdout::HoldoutResult run(const op::Operator&, const evaluator::Candidate&, const std::string&,
+                             const std::vector<nlohmann::json>&) override {
     holdout::HoldoutResult r;
     r.status = GateStatus::kNotRun;
     r.reason = "no device in this CPU test";
@@ -127,6 +128,7 @@ SessionRun run_session(bool strip_case_details, int budget) {
   const fs::path dir = tmp.dir();
   store::Store st = store::Store::open((dir / "store").string());
   agent::LoopOptions o;
+  o.op = &rmsnorm::operator_instance();
   o.budget = budget;
   o.provider_name = "scripted";
   o.holdout_dir = dir / "holdout";
@@ -201,6 +203,7 @@ TEST(ProviderStop, AnUnreachableProviderEndsTheSessionAfterTheFirstIteration) {
   {
     store::Store st = store::Store::open((dir / "store").string());
     agent::LoopOptions o;
+    o.op = &rmsnorm::operator_instance();
     o.budget = 5;
     o.provider_name = "unreachable";
     o.holdout_dir = dir / "holdout";

@@ -17,6 +17,7 @@
 #include "agent/openai_provider.h"
 #include "agent/reply_parser.h"
 #include "agent/sse.h"
+#include "kernels/rmsnorm/operator.h"
 #include "store/store.h"
 #include "tests/support/test_files.h"
 
@@ -236,8 +237,8 @@ public:
 
 class NoHoldout final : public HoldoutRunner {
 public:
-  holdout::HoldoutResult run(const evaluator::Candidate&, const rmsnorm::Manifest&,
-                             const std::string&, const std::vector<rmsnorm::CaseSpec>&) override {
+  holdout::HoldoutResult run(const op::Operator&, const evaluator::Candidate&, const std::string&,
+                             const std::vector<nlohmann::json>&) override {
     return {};
   }
 };
@@ -259,6 +260,7 @@ TEST(ReplyCorpus, TheLoopRecordsEachOutcomeAndReasonInTheStore) {
   {
     store::Store st = store::Store::open((dir / "store").string());
     LoopOptions o;
+    o.op = &rmsnorm::operator_instance();
     o.budget = 3;
     o.provider_name = "corpus";
     o.holdout_dir = dir / "holdout";

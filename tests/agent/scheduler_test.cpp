@@ -16,7 +16,8 @@
 #include <gtest/gtest.h>
 
 #include "agent/scheduler.h"
-#include "kernels/rmsnorm/manifest.h"
+#include "kernels/manifest.h"
+#include "kernels/rmsnorm/operator.h"
 #include "tests/support/test_files.h"
 
 namespace kloop::agent {
@@ -157,7 +158,8 @@ protected:
       std::this_thread::sleep_for(script.host);
       evaluator::HostStages h;
       h.evaluation.origin_ms = origin_ms;
-      h.evaluation.manifest = rmsnorm::parse_manifest(c.manifest_text).manifest;
+      h.op = &rmsnorm::operator_instance();
+      h.evaluation.manifest = op::parse_manifest(h.op->declaration(), c.manifest_text).manifest;
       evaluator::BuildResult b;
       b.cubin = "\x7f"
                 "ELF fake";

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/rmsnorm/operator.h"
 #include "mutation/store_report.h"
 #include "store/store.h"
 #include "tests/e2e/e2e_support.h"
@@ -36,7 +37,7 @@ protected:
       auto st = store::Store::open((d / "s").string());
       store::testing::write_fake_session(st, 2); // session 2: promoted
       mutation::CoverageReport empty;
-      mutation::store_report(st, empty, {"test", "test", 1}); // session 3: checker-coverage
+      mutation::store_report(st, empty, {"test", "test", 1, &rmsnorm::operator_instance()});
     }
     fs::create_directories(d / "cand_good");
     write_file(d / "cand_good" / "kernel.cu", good_source());

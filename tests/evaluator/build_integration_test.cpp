@@ -102,6 +102,47 @@ TEST_F(BuildIntegrationTest, GoodCandidateBuildsAndIsPendingDeviceValidation) {
   EXPECT_EQ(ev.build->cubin.substr(1, 3), "ELF");
 }
 
+// Candidate format 2 (issue 25): a manifest of two variants over the good fixture's kernels passes
+// the contract gate (its dispatch predicate lists both, then the reference), builds, and the
+// static gate checks the entry points of every variant against the compiled module.
+std::string two_variants(const std::string& second_bf16_entry) {
+  return R"({"contract": "weighted_rmsnorm/1", "format": 2, "target": "sm_90", "variants": [
+    {"name": "wide", "when": {"h_multiple_of": 8, "alignment_bytes": 16},
+     "entry_points": {"float16": "rms_f16", "bfloat16": "rms_bf16"},
+     "launch": {"block_threads": 256, "rows_per_block": 1, "grid": "persistent",
+                "dynamic_smem": {"fixed_bytes": 0, "bytes_per_h": 0}}},
+    {"name": "rest", "when": {"alignment_bytes": 2},
+     "entry_points": {"float32": "rms_f32", "float16": "rms_f16", "bfloat16": ")" +
+         second_bf16_entry + R"("},
+     "launch": {"block_threads": 128, "rows_per_block": 1, "grid": "per_rows",
+                "dynamic_smem": {"fixed_bytes": 0, "bytes_per_h": 0}}}]})";
+}
+
+TEST_F(BuildIntegrationTest, FormatTwoManifestWithTwoVariantsIsPendingDeviceValidation) {
+  const std::string source = read_file(kFixtures / "good/kernel.cu");
+  auto ev = evaluate(candidate_from(source, two_variants("rms_bf16")));
+  const GateResult* contract = ev.report.find("contract");
+  ASSERT_EQ(contract->status, GateStatus::kPass) << ev.report.to_json().dump(2);
+  const std::string predicate = contract->evidence["dispatch_predicate"];
+  EXPECT_NE(predicate.find("v0 wide: dtype in {float16,bfloat16}"), std::string::npos) << predicate;
+  EXPECT_NE(predicate.find("v1 rest: dtype in {float32,float16,bfloat16}"), std::string::npos)
+      << predicate;
+  EXPECT_NE(predicate.find("else reference"), std::string::npos) << predicate;
+  ASSERT_EQ(ev.report.find("build")->status, GateStatus::kPass) << ev.report.to_json().dump(2);
+  EXPECT_EQ(ev.report.find("static")->status, GateStatus::kPass) << ev.report.to_json().dump(2);
+  EXPECT_EQ(ev.report.verdict, Verdict::kPendingDeviceValidation);
+  ASSERT_TRUE(ev.manifest.has_value());
+  EXPECT_EQ(ev.manifest->variants.size(), 2u);
+
+  // The second variant's bfloat16 entry point is not a kernel of the module: the static gate.
+  auto missing = evaluate(candidate_from(source, two_variants("rms_bf16_fast")));
+  ASSERT_EQ(missing.report.find("contract")->status, GateStatus::kPass);
+  const GateResult* st = missing.report.find("static");
+  EXPECT_EQ(st->status, GateStatus::kFail);
+  EXPECT_NE(st->reason.find("rms_bf16_fast"), std::string::npos) << st->reason;
+  EXPECT_EQ(missing.report.verdict, Verdict::kReject);
+}
+
 // Two builds of the same source (each in its own random build directory) give the same PTX and
 // cubin bytes, so an auditor can rebuild a stored source and match the receipt's cubin hash. The
 // line info names "/kernel.cu", not the build directory.

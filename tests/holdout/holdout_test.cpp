@@ -13,6 +13,7 @@
 
 #include "holdout/holdout.h"
 #include "kernels/rmsnorm/cases.h"
+#include "kernels/rmsnorm/operator.h"
 #include "tests/support/test_files.h"
 
 namespace kloop::holdout {
@@ -25,6 +26,40 @@ using test_support::read_file;
 using test_support::TempDir;
 
 constexpr std::uint64_t kSeed = 0x1234abcd5678ef01ULL;
+
+// The library for weighted_rmsnorm/1, with its case specs typed (the operator's holdout families).
+const op::Operator& rms() {
+  return rmsnorm::operator_instance();
+}
+const std::string kSuiteVersion(rms().holdout_version());
+std::vector<CaseSpec> specs_of(const std::vector<json>& specs) {
+  std::vector<CaseSpec> out;
+  for (const json& j : specs)
+    out.push_back(CaseSpec::from_json(j));
+  return out;
+}
+std::vector<json> json_of(const std::vector<CaseSpec>& specs) {
+  std::vector<json> out;
+  for (const CaseSpec& s : specs)
+    out.push_back(s.to_json());
+  return out;
+}
+std::vector<CaseSpec> generate_suite(std::uint64_t seed, const SuiteOptions& o = {}) {
+  return specs_of(holdout::generate_suite(rms(), seed, o));
+}
+std::string canonical_suite_text(const std::vector<CaseSpec>& suite) {
+  return holdout::canonical_suite_text(json_of(suite));
+}
+std::string commitment_for(const std::vector<CaseSpec>& suite, std::uint64_t seed) {
+  return holdout::commitment_for(rms(), json_of(suite), seed);
+}
+bool verify_commitment(const std::string& c, std::uint64_t seed, const SuiteOptions& o = {}) {
+  return holdout::verify_commitment(rms(), c, seed, o);
+}
+SealedSuite seal(const fs::path& dir, const std::string& label, std::uint64_t seed,
+                 const SuiteOptions& o = {}) {
+  return SealedSuite::create(dir, label, rms(), seed, o);
+}
 
 // Expects `f` to throw a HoldoutError whose message contains `needle`.
 template <typename F> void expect_refused(F&& f, const std::string& needle) {
@@ -121,7 +156,7 @@ TEST(HoldoutSuiteTest, VerifyCommitmentNeedsTheSeedAndTheOptionsItWasMadeWith) {
 TEST(SealedSuiteTest, SealedFileIsOwnerOnlyAndHoldsNoCaseData) {
   TempDir t("holdout");
   const fs::path dir = t.dir() / "holdout";
-  const SealedSuite s = SealedSuite::create(dir, "session-1", kSeed);
+  const SealedSuite s = seal(dir, "session-1", kSeed);
   struct stat st {};
   ASSERT_EQ(::stat(dir.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
@@ -138,19 +173,19 @@ TEST(SealedSuiteTest, SealedFileIsOwnerOnlyAndHoldsNoCaseData) {
 
 TEST(SealedSuiteTest, ALabelIsSealedOnceEvenAfterItsRetirement) {
   TempDir t("holdout");
-  SealedSuite s = SealedSuite::create(t.dir(), "session-1", kSeed);
-  expect_refused([&] { SealedSuite::create(t.dir(), "session-1", kSeed + 1); }, "never re-sealed");
+  SealedSuite s = seal(t.dir(), "session-1", kSeed);
+  expect_refused([&] { seal(t.dir(), "session-1", kSeed + 1); }, "never re-sealed");
   s.unseal_for_run();
-  expect_refused([&] { SealedSuite::create(t.dir(), "session-1", kSeed); }, "never re-sealed");
+  expect_refused([&] { seal(t.dir(), "session-1", kSeed); }, "never re-sealed");
   // The first seal is untouched by the refusals.
   EXPECT_EQ(read_json(t.dir() / "session-1.retired")["seed"], std::to_string(kSeed));
 }
 
 TEST(SealedSuiteTest, UnsealsOnceRetiringFirstAndRevealsTheSeedOnlyAfter) {
   TempDir t("holdout");
-  SealedSuite s = SealedSuite::create(t.dir(), "session-1", kSeed, SuiteOptions{12, 360'000});
+  SealedSuite s = seal(t.dir(), "session-1", kSeed, SuiteOptions{12, 360'000});
   expect_refused([&] { s.reveal_seed(); }, "revealed only after its run");
-  const auto suite = s.unseal_for_run();
+  const auto suite = specs_of(s.unseal_for_run());
   EXPECT_EQ(suite, generate_suite(kSeed, SuiteOptions{12, 360'000}));
   EXPECT_TRUE(s.retired());
   EXPECT_FALSE(fs::exists(t.dir() / "session-1.sealed"));
@@ -167,7 +202,7 @@ TEST(SealedSuiteTest, UnsealsOnceRetiringFirstAndRevealsTheSeedOnlyAfter) {
 
 TEST(SealedSuiteTest, OpenChecksTheFileAgainstTheRecordedCommitment) {
   TempDir t("holdout");
-  const SealedSuite s = SealedSuite::create(t.dir(), "session-1", kSeed);
+  const SealedSuite s = seal(t.dir(), "session-1", kSeed);
   EXPECT_EQ(SealedSuite::open(t.dir(), "session-1", s.commitment()).commitment(), s.commitment());
   expect_refused([&] { SealedSuite::open(t.dir(), "session-1", std::string(64, 'e')); },
                  "does not carry the commitment the store recorded");
@@ -177,7 +212,7 @@ TEST(SealedSuiteTest, OpenChecksTheFileAgainstTheRecordedCommitment) {
 
 TEST(SealedSuiteTest, AnAlteredSeedIsRefusedAtUnsealing) {
   TempDir t("holdout");
-  const SealedSuite created = SealedSuite::create(t.dir(), "session-1", kSeed);
+  const SealedSuite created = seal(t.dir(), "session-1", kSeed);
   const fs::path file = t.dir() / "session-1.sealed";
   json body = read_json(file);
   body["seed"] = std::to_string(kSeed + 1);
@@ -192,7 +227,7 @@ TEST(SealedSuiteTest, AnAlteredSeedIsRefusedAtUnsealing) {
 // when a resumed session opens it and when an open suite is unsealed after the edit.
 TEST(SealedSuiteTest, SeedAndCommitmentEditedTogetherAreRefused) {
   TempDir t("holdout");
-  const std::string recorded = SealedSuite::create(t.dir(), "session-1", kSeed).commitment();
+  const std::string recorded = seal(t.dir(), "session-1", kSeed).commitment();
   SealedSuite opened = SealedSuite::open(t.dir(), "session-1", recorded);
   const fs::path file = t.dir() / "session-1.sealed";
   json body = read_json(file);
@@ -210,7 +245,7 @@ TEST(SealedSuiteTest, SeedAndCommitmentEditedTogetherAreRefused) {
 
 TEST(SealedSuiteTest, AlteredOptionsOrVersionAreRefused) {
   TempDir t("holdout");
-  const std::string recorded = SealedSuite::create(t.dir(), "session-1", kSeed).commitment();
+  const std::string recorded = seal(t.dir(), "session-1", kSeed).commitment();
   const fs::path file = t.dir() / "session-1.sealed";
   const json original = read_json(file);
   json body = original;
@@ -228,7 +263,7 @@ TEST(SealedSuiteTest, AlteredOptionsOrVersionAreRefused) {
 
 TEST(SealedSuiteTest, MalformedFilesAreHoldoutErrorsNamingTheField) {
   TempDir t("holdout");
-  const std::string recorded = SealedSuite::create(t.dir(), "session-1", kSeed).commitment();
+  const std::string recorded = seal(t.dir(), "session-1", kSeed).commitment();
   const fs::path file = t.dir() / "session-1.sealed";
   const json original = read_json(file);
   const auto refused_at_unseal = [&](json body, const std::string& needle) {

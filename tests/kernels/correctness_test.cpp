@@ -8,18 +8,21 @@
 #include <gtest/gtest.h>
 
 #include "evaluator/correctness.h"
+#include "tests/kernels/rmsnorm_calls.h"
 
 namespace kloop::evaluator {
 namespace {
 
 using rmsnorm::EpsScalar;
+using Candidate = rms_test::RmsCandidate;
+using rms_test::output_only;
+using rms_test::raised;
+using rms_test::run_case;
+using rms_test::run_suite;
 using ::testing::HasSubstr;
 
 HostTensor f32(std::vector<std::int64_t> shape, std::vector<float> v) {
   return HostTensor::from_values(std::move(shape), DType::kFloat32, v);
-}
-CandidateCall output_only(HostTensor y) {
-  return CandidateCall{std::move(y), std::nullopt, {}};
 }
 HostTensor ref(const HostTensor& x, const HostTensor& w, const EpsScalar& e) {
   return *rmsnorm::reference(x, w, e).output;
@@ -65,7 +68,7 @@ TEST(CorrectnessAuditTest, AdapterAuditFailuresAndUndeclaredErrorsFail) {
   };
   EXPECT_THAT(run_case(guard, kX, kW, kEps).reason, HasSubstr("audit: guard bytes"));
   const Candidate launch_error = [](const HostTensor&, const HostTensor&, const EpsScalar&) {
-    return CandidateCall{std::nullopt, RaisedError{std::nullopt, "cudaErrorInvalidValue"}, {}};
+    return raised(RaisedError{std::nullopt, "cudaErrorInvalidValue"});
   };
   EXPECT_THAT(run_case(launch_error, kX, kW, kEps).reason,
               HasSubstr("raised on a valid input: cudaErrorInvalidValue"));
@@ -77,7 +80,7 @@ TEST(CorrectnessAuditTest, AdapterAuditFailuresAndUndeclaredErrorsFail) {
 
 TEST(CorrectnessAuditTest, InvalidInputsMustRaiseTheSameDeclaredError) {
   const HostTensor bad_w = f32({4}, {1, 2, 3, 4});
-  EXPECT_TRUE(run_case(reference_candidate(), kX, bad_w, kEps).pass);
+  EXPECT_TRUE(run_case(rms_test::rms_reference(), kX, bad_w, kEps).pass);
   const Candidate ignores_validation = [](const HostTensor& x, const HostTensor&,
                                           const EpsScalar&) {
     return output_only(HostTensor::zeros(x.shape(), x.dl_type()));
@@ -85,14 +88,11 @@ TEST(CorrectnessAuditTest, InvalidInputsMustRaiseTheSameDeclaredError) {
   EXPECT_THAT(run_case(ignores_validation, kX, bad_w, kEps).reason,
               HasSubstr("invalid input returned an output instead of raising weight_shape"));
   const Candidate wrong_code = [](const HostTensor&, const HostTensor&, const EpsScalar&) {
-    return CandidateCall{
-        std::nullopt,
-        RaisedError{rmsnorm::DeclaredError{rmsnorm::ErrorCode::kBadWidth, "H"}, {}},
-        {}};
+    return raised(RaisedError{rmsnorm::DeclaredError{rmsnorm::ErrorCode::kBadWidth, "H"}, {}});
   };
   EXPECT_THAT(run_case(wrong_code, kX, bad_w, kEps).reason,
               HasSubstr("must raise declared error weight_shape; got declared error bad_width"));
-  EXPECT_TRUE(run_suite(reference_candidate(), rmsnorm::invalid_cases(3)).pass);
+  EXPECT_TRUE(run_suite(rms_test::rms_reference(), rmsnorm::invalid_cases(3)).pass);
 }
 
 TEST(CorrectnessCompareTest, NanIsNoWildcardAndFiniteReferenceNeedsFiniteOutput) {
@@ -149,7 +149,7 @@ TEST(CorrectnessCompareTest, OneUlpDifferencesInLowPrecisionOutputsPass) {
 // order in every step the contract leaves free.
 CandidateCall sequential_variant(const HostTensor& x, const HostTensor& w, const EpsScalar& e) {
   const rmsnorm::Validation v = rmsnorm::validate(x, w, e);
-  if (!v.ok()) return CandidateCall{std::nullopt, RaisedError{v.error, {}}, {}};
+  if (!v.ok()) return raised(RaisedError{v.error, {}});
   HostTensor y = HostTensor::zeros(x.shape(), x.dl_type());
   for (std::int64_t r = 0; r < v.rows; ++r) {
     float s = 0;
@@ -164,7 +164,7 @@ CandidateCall sequential_variant(const HostTensor& x, const HostTensor& w, const
 
 TEST(CorrectnessSuiteTest, ReferenceAndAnHonestVariantPassThePublicSuite) {
   const auto specs = rmsnorm::public_cases(11);
-  const SuiteResult ref_result = run_suite(reference_candidate(), specs);
+  const SuiteResult ref_result = run_suite(rms_test::rms_reference(), specs);
   EXPECT_TRUE(ref_result.pass) << ref_result.to_json()["first_failure"].dump();
   EXPECT_EQ(ref_result.passed, static_cast<std::int64_t>(specs.size()));
   const SuiteResult variant = run_suite(sequential_variant, specs);
@@ -203,7 +203,7 @@ TEST(CorrectnessSuiteTest, FirstFailureCarriesTheCaseSpecReasonAndWorstElement) 
     for (std::int64_t j = 0; j < wa.numel(); ++j)
       wa.set(j, std::abs(wa.get(j)));
     auto r = rmsnorm::reference(x, wa, e);
-    if (!r.output) return CandidateCall{std::nullopt, RaisedError{r.error, {}}, {}};
+    if (!r.output) return raised(RaisedError{r.error, {}});
     return output_only(*r.output);
   };
   const SuiteResult s = run_suite(abs_weight, rmsnorm::cases_md_cases(), true);

@@ -13,10 +13,12 @@
 #include <gtest/gtest.h>
 
 #include "evaluator/correctness.h"
+#include "tests/kernels/rmsnorm_calls.h"
 
 namespace kloop::evaluator {
 namespace {
 
+using rms_test::RmsCandidate;
 using rmsnorm::EpsScalar;
 using ::testing::HasSubstr;
 
@@ -36,10 +38,10 @@ struct Variant {
   bool weight_first = false;        // y = T(x * (w * scale))
 };
 
-Candidate emulated(Variant v) {
+RmsCandidate emulated(Variant v) {
   return [v](const HostTensor& x, const HostTensor& w, const EpsScalar& e) {
     const rmsnorm::Validation val = rmsnorm::validate(x, w, e);
-    if (!val.ok()) return CandidateCall{std::nullopt, RaisedError{val.error, {}}, {}};
+    if (!val.ok()) return rms_test::raised(RaisedError{val.error, {}});
     HostTensor y = HostTensor::zeros(x.shape(), x.dl_type());
     std::vector<float> row(static_cast<std::size_t>(val.h));
     for (std::int64_t r = 0; r < val.rows; ++r) {
@@ -73,7 +75,7 @@ Candidate emulated(Variant v) {
         y.set(r * val.h + j, out);
       }
     }
-    return CandidateCall{std::move(y), std::nullopt, {}};
+    return rms_test::output_only(std::move(y));
   };
 }
 
@@ -90,16 +92,16 @@ double moved(DType dtype, double v, int k) {
 
 // The reference's output with every non-zero finite element moved `k` ulps of its dtype away
 // from zero (exact zeros, which an honest kernel writes exactly, stay).
-Candidate moved_ulps(int k) {
+RmsCandidate moved_ulps(int k) {
   return [k](const HostTensor& x, const HostTensor& w, const EpsScalar& e) {
     auto r = rmsnorm::reference(x, w, e);
-    if (!r.output) return CandidateCall{std::nullopt, RaisedError{r.error, {}}, {}};
+    if (!r.output) return rms_test::raised(RaisedError{r.error, {}});
     HostTensor y = *r.output;
     for (std::int64_t i = 0; i < y.numel(); ++i) {
       const double v = y.get(i);
       if (v != 0 && std::isfinite(v)) y.set(i, static_cast<float>(moved(y.dtype(), v, k)));
     }
-    return CandidateCall{std::move(y), std::nullopt, {}};
+    return rms_test::output_only(std::move(y));
   };
 }
 
@@ -127,7 +129,7 @@ TEST_P(ToleranceLineTest, LegitimateNumericalDifferencesPass) {
       {"double accumulator, weight multiplied first", {.wide = true, .weight_first = true}},
   };
   for (const auto& [name, v] : variants) {
-    const SuiteResult s = run_suite(emulated(v), specs, true);
+    const SuiteResult s = rms_test::run_suite(emulated(v), specs, true);
     EXPECT_TRUE(s.pass) << name << ": " << first_failure(s);
   }
 }
@@ -144,9 +146,9 @@ int beyond_ulps(DType d) {
 TEST_P(ToleranceLineTest, OutputsMovedByTheDeclaredUlpsPassAndAFewMoreFail) {
   const DType d = GetParam();
   const auto specs = public_cases_of(d);
-  const SuiteResult inside = run_suite(moved_ulps(inside_ulps(d)), specs, true);
+  const SuiteResult inside = rms_test::run_suite(moved_ulps(inside_ulps(d)), specs, true);
   EXPECT_TRUE(inside.pass) << first_failure(inside);
-  const SuiteResult beyond = run_suite(moved_ulps(beyond_ulps(d)), specs, true);
+  const SuiteResult beyond = rms_test::run_suite(moved_ulps(beyond_ulps(d)), specs, true);
   ASSERT_FALSE(beyond.pass);
   const CaseResult& f = beyond.cases.at(*beyond.first_failure);
   ASSERT_TRUE(f.comparison && f.comparison->breach) << f.reason;

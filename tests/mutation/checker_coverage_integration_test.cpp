@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/rmsnorm/operator.h"
+
 #include "evaluator/subprocess.h"
 #include "mutation/worker_backend.h"
 #include "tests/support/test_files.h"
@@ -44,11 +46,12 @@ TEST(CheckerCoverageIntegrationTest, StaticKillsModuleStateBuildKillsSyntaxError
   mutants.push_back(broken);
 
   WorkerBackendOptions bo;
+  bo.op = &rmsnorm::operator_instance();
   bo.build.deadline = std::chrono::milliseconds(60000); // a loaded 2-core CI box
   WorkerBackend backend(bo);
   AnalysisOptions ao;
   ao.jobs = 2;
-  const CoverageReport r = analyze(base, mutants, backend, ao);
+  const CoverageReport r = analyze(rmsnorm::operator_instance(), base, mutants, backend, ao);
 
   const MutantOutcome& state = by_id(r, "module-scope-state#0");
   EXPECT_EQ(state.status, MutantStatus::kKilled) << state.detail;

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/rmsnorm/operator.h"
+
 #include "mutation/worker_backend.h"
 
 namespace kloop::mutation {
@@ -29,14 +31,15 @@ TEST(GpuCheckerCoverageTest, ScoreIsNotBelowTheRecordAndMissingBarriersAreKilled
                      sel.at("max_mutants").get<int>());
 
   WorkerBackendOptions bo;
+  bo.op = &rmsnorm::operator_instance();
   bo.with_benchmark = sel.value("with_benchmark", false);
   WorkerBackend backend(bo);
   ASSERT_TRUE(backend.has_device()) << backend.no_device_reason();
   AnalysisOptions ao;
   ao.seed = sel.at("seed").get<std::uint64_t>();
   ao.jobs = 4;
-  CoverageReport report = analyze(*loaded.candidate, mutants, backend, ao,
-                                  [](const std::string& l) { std::printf("%s\n", l.c_str()); });
+  CoverageReport report = analyze(rmsnorm::operator_instance(), *loaded.candidate, mutants, backend,
+                                  ao, [](const std::string& l) { std::printf("%s\n", l.c_str()); });
   nlohmann::json ids = nlohmann::json::array();
   for (const auto& m : mutants)
     ids.push_back(m.id);

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/rmsnorm/operator.h"
 #include "mutation/operators.h"
 #include "mutation/report.h"
 #include "mutation/store_report.h"
@@ -164,7 +165,8 @@ TEST(MutationReportTest, StoredReportIsListedAsACheckerCoverageSession) {
     store::Store st = store::Store::open(dir.string());
     store::SessionRecord opt{.operator_name = "weighted_rmsnorm", .provider = "offline"};
     st.create_session(opt);
-    const std::int64_t id = store_report(st, sample(), {"0.1.0", "abc", 1});
+    const std::int64_t id =
+        store_report(st, sample(), {"0.1.0", "abc", 1, &rmsnorm::operator_instance()});
     const auto list = st.list_sessions(); // newest first
     ASSERT_EQ(list.size(), 2u);
     EXPECT_EQ(list[0].session.id, id);

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include "evaluator/correctness.h"
+#include "kernels/rmsnorm/cases.h"
+#include "kernels/rmsnorm/operator.h"
 #include "mutation/runner.h"
 
 namespace kloop::mutation {
@@ -13,6 +16,18 @@ namespace {
 
 using evaluator::GateResult;
 using evaluator::GateStatus;
+using rmsnorm::CaseSpec;
+
+const op::Operator& rms() {
+  return rmsnorm::operator_instance();
+}
+
+std::vector<CaseSpec> specs_of(const std::vector<nlohmann::json>& specs) {
+  std::vector<CaseSpec> out;
+  for (const auto& j : specs)
+    out.push_back(CaseSpec::from_json(j));
+  return out;
+}
 
 const std::string kSource = "  float q = rsqrtf(s / static_cast<float>(H) + eps);\n"
                             "  __syncthreads();\n"
@@ -52,7 +67,7 @@ public:
   }
 
   evaluator::GpuRunResult run_cases(const evaluator::Candidate& c, const std::string& cubin,
-                                    const std::vector<rmsnorm::CaseSpec>& cases) override {
+                                    const std::vector<nlohmann::json>& cases) override {
     {
       std::lock_guard<std::mutex> lock(mu);
       ++runs;
@@ -61,14 +76,20 @@ public:
     const bool baseline = c.source == kSource;
     nlohmann::json list = nlohmann::json::array();
     bool all = true;
-    for (const auto& s : cases) {
+    for (const CaseSpec& s : specs_of(cases)) {
       bool pass = true;
       if (has(c.source, "barrier removed") && s.family == "holdout") pass = false;
       const auto& fails = baseline ? pool_fails_baseline : pool_fails_mutant;
       if (has(c.source, "1.f;") || baseline)
         pass = pass && std::find(fails.begin(), fails.end(), s.name) == fails.end();
       all = all && pass;
-      list.push_back({{"case_name", s.name}, {"pass", pass}, {"reason", pass ? "" : "mismatch"}});
+      // The worker's layout: the correctness core's own CaseResult JSON.
+      evaluator::CaseResult cr;
+      cr.pass = pass;
+      cr.case_name = s.name;
+      cr.case_spec = s.to_json();
+      cr.reason = pass ? "" : "mismatch";
+      list.push_back(cr.to_json());
     }
     evaluator::GpuRunResult r;
     r.status = all ? GateStatus::kPass : GateStatus::kFail;
@@ -103,7 +124,7 @@ const MutantOutcome& by_op(const CoverageReport& r, const std::string& op) {
 
 TEST(MutationRunnerTest, GatesHoldoutAndSearchDecideEachMutant) {
   const AnalysisOptions opts = small_options();
-  std::vector<rmsnorm::CaseSpec> pool = search_pool(opts.seed, opts.pool);
+  std::vector<CaseSpec> pool = specs_of(search_pool(rms(), opts.seed, opts.pool));
   std::stable_sort(pool.begin(), pool.end(), [](const auto& a, const auto& b) {
     return a.numel() != b.numel() ? a.numel() < b.numel() : a.name < b.name;
   });
@@ -114,7 +135,7 @@ TEST(MutationRunnerTest, GatesHoldoutAndSearchDecideEachMutant) {
   const auto mutants = select_mutants(
       kSource, {"eps-hardcode", "barrier-remove", "tail-padding", "stride-as-width"}, 3, 0);
   ASSERT_EQ(mutants.size(), 4u);
-  const CoverageReport r = analyze(baseline(), mutants, fake, opts);
+  const CoverageReport r = analyze(rms(), baseline(), mutants, fake, opts);
   EXPECT_EQ(by_op(r, "eps-hardcode").status, MutantStatus::kKilled);
   EXPECT_EQ(by_op(r, "eps-hardcode").gate, "build");
   EXPECT_EQ(by_op(r, "barrier-remove").status, MutantStatus::kKilled);
@@ -128,12 +149,12 @@ TEST(MutationRunnerTest, GatesHoldoutAndSearchDecideEachMutant) {
 
 TEST(MutationRunnerTest, InputsThatAlsoFailTheBaselineAreDiscarded) {
   const AnalysisOptions opts = small_options();
-  const std::vector<rmsnorm::CaseSpec> pool = search_pool(opts.seed, opts.pool);
+  const std::vector<CaseSpec> pool = specs_of(search_pool(rms(), opts.seed, opts.pool));
   FakeBackend fake;
   fake.pool_fails_mutant = {pool[3].name};
   fake.pool_fails_baseline = {pool[3].name};
   const CoverageReport r =
-      analyze(baseline(), select_mutants(kSource, {"tail-padding"}, 1, 0), fake, opts);
+      analyze(rms(), baseline(), select_mutants(kSource, {"tail-padding"}, 1, 0), fake, opts);
   ASSERT_EQ(r.outcomes.size(), 1u);
   EXPECT_EQ(r.outcomes[0].status, MutantStatus::kNotShownKillable);
   EXPECT_NE(r.outcomes[0].detail.find("discarded"), std::string::npos);
@@ -144,8 +165,8 @@ TEST(MutationRunnerTest, WithoutADeviceOnlyCpuGatesDecideAndTheRestIsNotRun) {
   FakeBackend fake;
   fake.device = false;
   const CoverageReport r =
-      analyze(baseline(), select_mutants(kSource, {"eps-hardcode", "barrier-remove"}, 1, 0), fake,
-              small_options());
+      analyze(rms(), baseline(), select_mutants(kSource, {"eps-hardcode", "barrier-remove"}, 1, 0),
+              fake, small_options());
   EXPECT_EQ(by_op(r, "eps-hardcode").status, MutantStatus::kKilled);
   EXPECT_EQ(by_op(r, "barrier-remove").status, MutantStatus::kNotRun);
   EXPECT_NE(by_op(r, "barrier-remove").detail.find("correctness not_run"), std::string::npos);
@@ -155,9 +176,10 @@ TEST(MutationRunnerTest, WithoutADeviceOnlyCpuGatesDecideAndTheRestIsNotRun) {
 
 TEST(MutationRunnerTest, EachOutcomeTimesOnlyThePhasesItReached) {
   FakeBackend fake;
-  const CoverageReport r = analyze(
-      baseline(), select_mutants(kSource, {"eps-hardcode", "barrier-remove", "eps-drop"}, 1, 0),
-      fake, small_options());
+  const CoverageReport r =
+      analyze(rms(), baseline(),
+              select_mutants(kSource, {"eps-hardcode", "barrier-remove", "eps-drop"}, 1, 0), fake,
+              small_options());
   const MutantOutcome& build_killed = by_op(r, "eps-hardcode"); // killed by the build gate
   EXPECT_EQ(build_killed.phase_ms.count("gates"), 1u);
   EXPECT_EQ(build_killed.phase_ms.count("holdout"), 0u);
@@ -181,7 +203,7 @@ TEST(MutationRunnerTest, ParallelJobsKeepMutantOrder) {
   AnalysisOptions opts = small_options();
   opts.jobs = 3;
   const auto mutants = select_mutants(kSource, {}, 3, 0);
-  const CoverageReport r = analyze(baseline(), mutants, fake, opts);
+  const CoverageReport r = analyze(rms(), baseline(), mutants, fake, opts);
   ASSERT_EQ(r.outcomes.size(), mutants.size());
   for (std::size_t i = 0; i < mutants.size(); ++i)
     EXPECT_EQ(r.outcomes[i].id, mutants[i].id);
@@ -191,7 +213,7 @@ TEST(MutationRunnerTest, ARejectedBaselineIsAnInfrastructureError) {
   FakeBackend fake;
   evaluator::Candidate broken = baseline();
   broken.source += "// BASELINE-BROKEN\n";
-  EXPECT_THROW(analyze(broken, {}, fake, small_options()), evaluator::InfraError);
+  EXPECT_THROW(analyze(rms(), broken, {}, fake, small_options()), evaluator::InfraError);
 }
 
 TEST(MutationRunnerTest, ClassifyTakesTheFirstRejectingGateAndIgnoresSkippedTiming) {
@@ -214,24 +236,30 @@ TEST(MutationRunnerTest, ClassifyTakesTheFirstRejectingGateAndIgnoresSkippedTimi
 }
 
 TEST(MutationRunnerTest, FailingCasesIncludeTheCaseInFlightOfACrash) {
-  std::vector<rmsnorm::CaseSpec> cases(3);
+  std::vector<nlohmann::json> cases;
   for (int i = 0; i < 3; ++i) {
-    cases[i].name = "c" + std::to_string(i);
-    cases[i].outer = {3 - i};
-    cases[i].h = 10;
+    CaseSpec c;
+    c.name = "c" + std::to_string(i);
+    c.outer = {3 - i};
+    c.h = 10;
+    cases.push_back(c.to_json());
   }
   evaluator::GpuRunResult run;
   run.status = GateStatus::kCrashed;
-  run.result = {{"suite", {{"cases", {{{"case_name", "c0"}, {"pass", false}}}}}},
+  evaluator::CaseResult c0;
+  c0.case_name = "c0";
+  c0.case_spec = cases[0];
+  run.result = {{"suite", {{"cases", nlohmann::json::array({c0.to_json()})}}},
                 {"fault", {{"case_name", "c2"}}}};
-  const auto f = failing_cases(run, cases);
+  const auto f = failing_cases(rms(), run, cases);
   ASSERT_EQ(f.size(), 2u);
-  EXPECT_EQ(f[0].name, "c2"); // 10 elements before c0's 30
-  EXPECT_EQ(f[1].name, "c0");
+  EXPECT_EQ(f[0]["name"], "c2"); // 10 elements before c0's 30
+  EXPECT_EQ(f[1]["name"], "c0");
 }
 
 TEST(MutationRunnerTest, SearchPoolIsDeterministicValidAndVaried) {
-  const auto a = search_pool(7), b = search_pool(7), c = search_pool(8);
+  const auto a = specs_of(search_pool(rms(), 7)), b = specs_of(search_pool(rms(), 7)),
+             c = specs_of(search_pool(rms(), 8));
   ASSERT_EQ(a.size(), 120u);
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);

@@ -13,6 +13,7 @@
 
 #include "evaluator/gpu_runner.h"
 #include "evaluator/perf_gates.h"
+#include "kernels/rmsnorm/operator.h"
 #include "tests/gpu/gpu_test_support.h"
 
 namespace kloop::evaluator::perf {
@@ -37,9 +38,10 @@ json bench_options() {
   BenchProtocol p;
   p.time_cap_s = 2.0;
   p.max_rounds = 60;
-  return {{"benchmark", bench_request({{8, 4096, DType::kFloat32},
-                                       {16384, 4096, DType::kBFloat16},
-                                       {4096, 4099, DType::kFloat16}},
+  return {{"benchmark", bench_request(rmsnorm::declaration(),
+                                      {{8, {4096}, DType::kFloat32},
+                                       {16384, {4096}, DType::kBFloat16},
+                                       {4096, {4099}, DType::kFloat16}},
                                       p, "")}};
 }
 
@@ -47,8 +49,8 @@ TEST(GpuBenchTest, BaselineBenchmarkPassesBothGatesWithAllSamplesAndChecks) {
   const GpuRunResult r = run_mode("benchmark", "baseline", bench_options());
   ASSERT_EQ(r.status, GateStatus::kPass) << gputest::describe(r);
   const json& b = r.result.at("benchmark");
-  const GateResult bench = benchmark_gate(b);
-  const GateResult roof = roofline_gate(b);
+  const GateResult bench = benchmark_gate(rmsnorm::declaration(), b);
+  const GateResult roof = roofline_gate(rmsnorm::declaration(), b);
   EXPECT_EQ(bench.status, GateStatus::kPass) << bench.reason;
   EXPECT_EQ(roof.status, GateStatus::kPass) << roof.reason;
   const double ceiling = roof.evidence["copy_ceiling_tbps"].get<double>();
@@ -91,9 +93,10 @@ TEST(GpuBenchTest, SameKernelInEveryPathIsIndistinguishableColdAndWarm) {
   req.cubin = c.cubin;
   req.source = c.source;
   req.manifest = json::parse(c.manifest_text);
-  req.options = {{"benchmark", bench_request({{8, 4096, DType::kBFloat16},
-                                              {64, 4096, DType::kFloat16},
-                                              {4096, 4099, DType::kFloat32}},
+  req.options = {{"benchmark", bench_request(rmsnorm::declaration(),
+                                             {{8, {4096}, DType::kBFloat16},
+                                              {64, {4096}, DType::kFloat16},
+                                              {4096, {4099}, DType::kFloat32}},
                                              p, "")},
                  {"baseline",
                   {{"cubin", "baseline.cubin"},
@@ -140,7 +143,7 @@ TEST(GpuBenchTest, SameKernelInEveryPathIsIndistinguishableColdAndWarm) {
                   st["state"].get<std::string>().c_str(), line.c_str());
     }
   }
-  const GateResult bench = benchmark_gate(b);
+  const GateResult bench = benchmark_gate(rmsnorm::declaration(), b);
   EXPECT_EQ(bench.status, GateStatus::kPass) << bench.reason;
   for (const json& shape : bench.evidence["shapes"]) {
     for (const json& st : shape["states"]) {
@@ -161,7 +164,8 @@ TEST(GpuBenchTest, WrongTimedOutputFailsTheBenchmarkGate) {
   // p6 ignores the weight: its timed outputs differ from the reference's (weights in [0.5, 1.5)).
   const GpuRunResult r = run_mode("benchmark", "corpus/p6_ignores_weight", bench_options());
   ASSERT_TRUE(r.result.contains("benchmark")) << gputest::describe(r);
-  EXPECT_EQ(benchmark_gate(r.result["benchmark"]).status, GateStatus::kFail);
+  EXPECT_EQ(benchmark_gate(rmsnorm::declaration(), r.result["benchmark"]).status,
+            GateStatus::kFail);
 }
 
 // Timed launches that write nothing must fail the timed output check. The buffer the candidate
@@ -170,7 +174,7 @@ TEST(GpuBenchTest, WrongTimedOutputFailsTheBenchmarkGate) {
 TEST(GpuBenchTest, TimedLaunchesThatWriteNothingFailTheOutputCheck) {
   const GpuRunResult r = run_mode("benchmark", "corpus/p1_output_never_written", bench_options());
   ASSERT_TRUE(r.result.contains("benchmark")) << gputest::describe(r);
-  const GateResult g = benchmark_gate(r.result["benchmark"]);
+  const GateResult g = benchmark_gate(rmsnorm::declaration(), r.result["benchmark"]);
   EXPECT_EQ(g.status, GateStatus::kFail);
   EXPECT_NE(g.reason.find("timed output of round"), std::string::npos) << g.reason;
   EXPECT_NE(g.reason.find("still hold the poison written before the round (all of them)"),

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "evaluator/perf_gates.h"
+#include "kernels/rmsnorm/operator.h"
 #include "tests/support/bench_result.h"
 
 namespace kloop::evaluator::perf {
@@ -27,7 +28,7 @@ json result(const std::vector<json>& shapes) {
 TEST(PerfGatesTest, FasterCandidateIsDecidedFasterWithNoiseFloorAndClasses) {
   // 65536x4096 bf16: 1 GiB unique bytes; 0.30 ms cold is 3.58 TB/s (plausible), baseline 0.36 ms.
   const json r = result({shape(65536, 4096, "bfloat16", 0.30, 0.36)});
-  const GateResult g = benchmark_gate(r);
+  const GateResult g = benchmark_gate(rmsnorm::declaration(), r);
   ASSERT_EQ(g.status, GateStatus::kPass) << g.reason;
   const json& s = g.evidence["shapes"][0]["states"][0];
   EXPECT_EQ(s["decision"], "faster");
@@ -43,14 +44,20 @@ TEST(PerfGatesTest, FasterCandidateIsDecidedFasterWithNoiseFloorAndClasses) {
 // from workers before and after each protocol change can be told apart.
 TEST(PerfGatesTest, EvidenceNamesTheAaPartnerAndTheSlotOrders) {
   json r = result({shape(65536, 4096, "bfloat16", 0.30, 0.36)});
-  EXPECT_EQ(benchmark_gate(r).evidence["aa_partner"], "the baseline's own functions");
+  EXPECT_EQ(benchmark_gate(rmsnorm::declaration(), r).evidence["aa_partner"],
+            "the baseline's own functions");
   r["aa_partner"] = "the baseline cubin loaded a second time (own library)";
-  EXPECT_EQ(benchmark_gate(r).evidence["aa_partner"],
+  EXPECT_EQ(benchmark_gate(rmsnorm::declaration(), r).evidence["aa_partner"],
             "the baseline cubin loaded a second time (own library)");
   // Likewise the slot order: results without the field came from the fixed order.
-  EXPECT_EQ(benchmark_gate(r).evidence["slot_orders"].get<std::string>().rfind("fixed (", 0), 0u);
+  EXPECT_EQ(benchmark_gate(rmsnorm::declaration(), r)
+                .evidence["slot_orders"]
+                .get<std::string>()
+                .rfind("fixed (", 0),
+            0u);
   r["slot_orders"] = "rotated: six orders";
-  EXPECT_EQ(benchmark_gate(r).evidence["slot_orders"], "rotated: six orders");
+  EXPECT_EQ(benchmark_gate(rmsnorm::declaration(), r).evidence["slot_orders"],
+            "rotated: six orders");
 }
 
 TEST(PerfGatesTest, SummaryCarriesTheGeometricMeanSpeedupWithAnInterval) {
@@ -58,7 +65,7 @@ TEST(PerfGatesTest, SummaryCarriesTheGeometricMeanSpeedupWithAnInterval) {
   // interval is what loop_record stores as the candidate's speedup_lo / speedup_hi.
   const json r = result(
       {shape(65536, 4096, "bfloat16", 0.30, 0.36), shape(16384, 4096, "bfloat16", 0.09, 0.09)});
-  const GateResult g = benchmark_gate(r);
+  const GateResult g = benchmark_gate(rmsnorm::declaration(), r);
   ASSERT_EQ(g.status, GateStatus::kPass) << g.reason;
   const json& sum = g.evidence["summary"];
   const double gm = sum["geomean_speedup_vs_baseline"].get<double>();
@@ -73,7 +80,7 @@ TEST(PerfGatesTest, TimedOutputMismatchFailsTheBenchmark) {
   json r = result({shape(8, 4096, "float32", 0.004, 0.004)});
   r["shapes"][0]["states"][0]["output_checks"] = {
       {{"round", 5}, {"pass", false}, {"detail", "max_abs_err 3.2"}}};
-  const GateResult g = benchmark_gate(r);
+  const GateResult g = benchmark_gate(rmsnorm::declaration(), r);
   EXPECT_EQ(g.status, GateStatus::kFail);
   EXPECT_NE(g.reason.find("round 5"), std::string::npos) << g.reason;
   EXPECT_EQ(g.reason.find("poison"), std::string::npos) << g.reason; // nothing recorded about it
@@ -86,14 +93,14 @@ TEST(PerfGatesTest, UnwrittenTimedOutputIsNamedInTheReason) {
                                                    {"detail", "32768 elements outside tolerance"},
                                                    {"poison_words_left", 32768},
                                                    {"words", 32768}}};
-  GateResult g = benchmark_gate(r);
+  GateResult g = benchmark_gate(rmsnorm::declaration(), r);
   EXPECT_EQ(g.status, GateStatus::kFail);
   EXPECT_NE(g.reason.find("32768 of 32768 4-byte words of the output still hold the poison"),
             std::string::npos)
       << g.reason;
   EXPECT_NE(g.reason.find("all of them"), std::string::npos) << g.reason;
   r["shapes"][0]["states"][0]["output_checks"][0]["poison_words_left"] = 12;
-  g = benchmark_gate(r);
+  g = benchmark_gate(rmsnorm::declaration(), r);
   EXPECT_NE(g.reason.find("12 of 32768"), std::string::npos) << g.reason;
   EXPECT_NE(g.reason.find("(some)"), std::string::npos) << g.reason;
 }
@@ -102,19 +109,19 @@ TEST(PerfGatesTest, UnwrittenTimedOutputIsNamedInTheReason) {
 // computed the right thing.
 TEST(PerfGatesTest, StateWithoutTimedOutputChecksFailsTheBenchmark) {
   json r = result({shape(8, 4096, "float32", 0.004, 0.004)});
-  EXPECT_EQ(benchmark_gate(r).status, GateStatus::kPass);
+  EXPECT_EQ(benchmark_gate(rmsnorm::declaration(), r).status, GateStatus::kPass);
   r["shapes"][0]["states"][0]["output_checks"] = json::array();
-  const GateResult g = benchmark_gate(r);
+  const GateResult g = benchmark_gate(rmsnorm::declaration(), r);
   EXPECT_EQ(g.status, GateStatus::kFail);
   EXPECT_NE(g.reason.find("no timed output was checked"), std::string::npos) << g.reason;
 }
 
 TEST(PerfGatesTest, MalformedWorkerResultIsInfraError) {
-  EXPECT_THROW(benchmark_gate(json::object()), InfraError);
+  EXPECT_THROW(benchmark_gate(rmsnorm::declaration(), json::object()), InfraError);
   json r = result({shape(8, 4096, "float32", 0.004, 0.004)});
   r["shapes"][0]["states"][0]["samples"].erase("baseline_kernel");
-  EXPECT_THROW(benchmark_gate(r), InfraError);
-  EXPECT_THROW(roofline_gate(json{{"shapes", json::array()}}), InfraError);
+  EXPECT_THROW(benchmark_gate(rmsnorm::declaration(), r), InfraError);
+  EXPECT_THROW(roofline_gate(rmsnorm::declaration(), json{{"shapes", json::array()}}), InfraError);
   // Wrong JSON types and a shape of no rows (found by the worker_result fuzz target): InfraError
   // naming the key, never a json or std::invalid_argument exception.
   for (const auto& [key, value] : std::vector<std::pair<std::string, json>>{
@@ -122,8 +129,8 @@ TEST(PerfGatesTest, MalformedWorkerResultIsInfraError) {
     json bad = result({shape(8, 4096, "float32", 0.004, 0.004)});
     bad["shapes"][0][key] = value;
     try {
-      (void)roofline_gate(bad);
-      (void)benchmark_gate(bad);
+      (void)roofline_gate(rmsnorm::declaration(), bad);
+      (void)benchmark_gate(rmsnorm::declaration(), bad);
       ADD_FAILURE() << key << " = " << value.dump() << " was accepted";
     } catch (const InfraError& e) {
       EXPECT_NE(std::string(e.what()).find("benchmark result"), std::string::npos) << e.what();
@@ -134,7 +141,7 @@ TEST(PerfGatesTest, MalformedWorkerResultIsInfraError) {
 TEST(PerfGatesTest, RooflineReportsFractionOfCeilingPerClass) {
   const json r = result(
       {shape(65536, 4096, "bfloat16", 0.30, 0.36), shape(65536, 128, "float32", 0.05, 0.06)});
-  const GateResult g = roofline_gate(r);
+  const GateResult g = roofline_gate(rmsnorm::declaration(), r);
   ASSERT_EQ(g.status, GateStatus::kPass) << g.reason;
   const double ceiling = g.evidence["copy_ceiling_tbps"].get<double>();
   EXPECT_NEAR(ceiling, 4.21, 0.01);
@@ -151,7 +158,8 @@ TEST(PerfGatesTest, RooflineReportsFractionOfCeilingPerClass) {
 
 TEST(PerfGatesTest, FasterThanTheCopyCeilingIsAFailureNotARecord) {
   // 1 GiB of cold streaming traffic in 0.15 ms would be ~7 TB/s, above 4.2 TB/s * 1.05.
-  const GateResult g = roofline_gate(result({shape(65536, 4096, "bfloat16", 0.15, 0.36)}));
+  const GateResult g =
+      roofline_gate(rmsnorm::declaration(), result({shape(65536, 4096, "bfloat16", 0.15, 0.36)}));
   EXPECT_EQ(g.status, GateStatus::kFail);
   EXPECT_NE(g.reason.find("copy ceiling"), std::string::npos) << g.reason;
 }
@@ -159,13 +167,14 @@ TEST(PerfGatesTest, FasterThanTheCopyCeilingIsAFailureNotARecord) {
 TEST(PerfGatesTest, MeasuredDramIsKeptBesideTheLogicalFigure) {
   json r = result({shape(65536, 4096, "bfloat16", 0.30, 0.36)});
   r["shapes"][0]["ncu"] = {{"dram_bytes_read", 536870912}, {"dram_bytes_write", 536870912}};
-  const GateResult g = roofline_gate(r);
+  const GateResult g = roofline_gate(rmsnorm::declaration(), r);
   EXPECT_EQ(g.evidence["shapes"][0]["measured_dram"]["dram_bytes_read"], 536870912);
   EXPECT_TRUE(g.evidence["shapes"][0]["logical_bytes"].contains("unique"));
 }
 
 TEST(PerfGatesTest, BenchRequestCarriesShapeClassesAndProtocol) {
-  const json req = bench_request({{8, 4096, DType::kBFloat16}, {32768, 1009, DType::kFloat16}},
+  const json req = bench_request(rmsnorm::declaration(),
+                                 {{8, {4096}, DType::kBFloat16}, {32768, {1009}, DType::kFloat16}},
                                  BenchProtocol{}, "/tmp/raw.json");
   EXPECT_EQ(req["shapes"][0]["shape_class"], "launch_bound");
   EXPECT_EQ(req["shapes"][1]["shape_class"], "odd");

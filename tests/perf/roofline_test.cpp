@@ -3,16 +3,31 @@
 #include <gtest/gtest.h>
 
 #include "evaluator/roofline.h"
+#include "kernels/rmsnorm/operator.h"
 
 namespace kloop::evaluator::roofline {
 namespace {
+
+// weighted_rmsnorm/1's roofline: x [rows, h], weight [h], y [rows, h].
+LogicalBytes logical_bytes(std::int64_t rows, std::int64_t h, DType dtype) {
+  return roofline::logical_bytes(rmsnorm::declaration(), {rows, {h}, dtype});
+}
+std::string_view shape_class(std::int64_t rows, std::int64_t h, DType dtype) {
+  return roofline::shape_class(rmsnorm::declaration(), {rows, {h}, dtype});
+}
 
 TEST(RooflineTest, LogicalBytesFollowTheSeedFormula) {
   // fp16: 6H bytes per row with per-row weight reads (6NH); (2NH + H) * 2 unique.
   const auto b = logical_bytes(10400, 1000, DType::kFloat16);
   EXPECT_EQ(b.with_rereads(), 6LL * 10400 * 1000);
   EXPECT_EQ(b.unique(), (2LL * 10400 * 1000 + 1000) * 2);
-  EXPECT_EQ(b.weight_reread, 10399LL * 1000 * 2);
+  EXPECT_EQ(b.to_json()["weight_reread"], 10399LL * 1000 * 2);
+  EXPECT_EQ(b.to_json()["x_read"], 10400LL * 1000 * 2);
+  EXPECT_EQ(b.to_json()["weight_read"], 1000LL * 2);
+  EXPECT_EQ(b.to_json()["y_write"], 10400LL * 1000 * 2);
+  EXPECT_EQ(bytes_formula(rmsnorm::declaration()),
+            "unique = x read + weight read once + y write = (2*rows*h + h) * elem; "
+            "with_rereads adds (rows-1)*h*elem weight re-reads");
   EXPECT_EQ(logical_bytes(1, 7, DType::kFloat32).unique(), 3 * 7 * 4);
   EXPECT_THROW(logical_bytes(0, 7, DType::kFloat32), std::invalid_argument);
 }
@@ -43,11 +58,14 @@ TEST(RooflineTest, ShapeClassesOfTheContractSweep) {
 TEST(RooflineTest, ColdCallsMustReadInputsFromDram) {
   const auto b = logical_bytes(65536, 4096, DType::kBFloat16); // x = y = 512 MiB
   const std::int64_t l2 = 60LL << 20;
-  EXPECT_EQ(must_reach_dram_bytes(b, l2, true), b.x_read + b.weight_read + b.y_write - l2);
-  EXPECT_EQ(must_reach_dram_bytes(b, l2, false), (b.x_read - l2) + (b.y_write - l2));
+  EXPECT_EQ(must_reach_dram_bytes(b, l2, true),
+            b.part("x_read") + b.part("weight_read") + b.part("y_write") - l2);
+  EXPECT_EQ(must_reach_dram_bytes(b, l2, false),
+            (b.part("x_read") - l2) + (b.part("y_write") - l2));
   const auto small = logical_bytes(8, 4096, DType::kBFloat16);
   EXPECT_EQ(must_reach_dram_bytes(small, l2, false), 0);
-  EXPECT_EQ(must_reach_dram_bytes(small, l2, true), small.x_read + small.weight_read);
+  EXPECT_EQ(must_reach_dram_bytes(small, l2, true),
+            small.part("x_read") + small.part("weight_read"));
 }
 
 TEST(RooflineTest, TimeBelowTheCopyCeilingFloorIsImplausible) {

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "holdout/holdout.h"
+#include "kernels/rmsnorm/operator.h"
 #include "store/chain.h"
 #include "store/error.h"
 #include "store/receipt.h"
@@ -281,13 +282,14 @@ TEST(MergeTest, HoldoutSuitesAreCopiedSealedUnderTheNewSessionId) {
   {
     Store st = Store::open(a);
     testing::write_fake_session(st, 1);
-    auto suite = holdout::SealedSuite::create(fs::path(a) / "holdout", "session-1", 42);
+    auto suite = holdout::SealedSuite::create(fs::path(a) / "holdout", "session-1",
+                                              rmsnorm::operator_instance(), 42);
     commitment = suite.commitment();
     auto step = st.begin_step();
     HoldoutCommitmentRecord c;
     c.session_id = 1;
     c.commitment_sha256 = commitment;
-    c.suite_version = std::string(holdout::kSuiteVersion);
+    c.suite_version = std::string(rmsnorm::operator_instance().holdout_version());
     step.add_holdout_commitment(c);
     step.commit();
   }
