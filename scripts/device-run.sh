@@ -102,6 +102,9 @@ fi
 
 # The main job first, on an idle GPU: `kloop optimize rmsnorm --budget 5` (OPTIMIZE_BUDGET, 0 to
 # skip) with a fresh store under $out; then the promoted kernel against torch (compare_torch.py).
+# CPI_OPTIMIZE=K then runs `kloop optimize rmsnorm --budget CPI_BUDGET (default 3)
+# --candidates-per-iteration K` in a store of its own (issue 26: K candidates an iteration,
+# recorded in order); its summary and time table go to cpi-optimize.txt.
 # STORE_TGZ=path (an optimize.tgz an earlier run brought back, put in the bundle) skips the
 # optimize run and runs the steps after it (torch comparison, torch export) on that store's session.
 store=/tmp/kloop-device-store
@@ -132,6 +135,17 @@ if [ "$reuse" = 0 ] && [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
   "$bundle/bin/kloop" report 1 --html "$opt/report.html" --store "$store" >/dev/null 2>&1
   du -sh "$store" >>"$out/optimize.txt"
   unset LD_LIBRARY_PATH  # python3/torch must not load the bundled Debian libraries
+fi
+if [ "${CPI_OPTIMIZE:-0}" -gt 0 ]; then
+  s=/tmp/kloop-cpi-store
+  rm -rf "$s"
+  start=$(date +%s)
+  LD_LIBRARY_PATH=$bundle/lib timeout "${OPTIMIZE_TIMEOUT:-330}" "$bundle/bin/kloop" optimize rmsnorm \
+    --budget "${CPI_BUDGET:-3}" --candidates-per-iteration "$CPI_OPTIMIZE" --store "$s" \
+    >"$out/cpi-optimize.txt" 2>"$out/cpi-optimize-stderr.txt"
+  echo "optimize --candidates-per-iteration $CPI_OPTIMIZE exit $? in $(( $(date +%s) - start ))s" >>"$out/cpi-optimize.txt"
+  LD_LIBRARY_PATH=$bundle/lib "$bundle/bin/kloop" show 1 --store "$s" >>"$out/cpi-optimize.txt" 2>&1
+  LD_LIBRARY_PATH=$bundle/lib "$bundle/bin/kloop" store verify --store "$s" >>"$out/cpi-optimize.txt" 2>&1
 fi
 if [ "$reuse" = 1 ] || [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
   promoted=$(ls -d "$store"/exports/session-* 2>/dev/null | head -1)
