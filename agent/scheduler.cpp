@@ -72,6 +72,14 @@ void add_wait(Evaluation& ev, const char* name, double from_ms, double to_ms, nl
 
 } // namespace
 
+std::optional<Evaluation> Scheduler::settle_on_host(HostStages& h,
+                                                    const evaluator::Candidate& c) const {
+  if (!h.device_ready) return std::move(h.evaluation);
+  if (!devices_.empty()) return std::nullopt;
+  evaluator::NoDeviceGates none(options_.no_device_reason);
+  return evaluator::run_device_stages(std::move(h), c, none);
+}
+
 std::vector<std::optional<Evaluation>>
 Scheduler::evaluate_batch(const std::vector<evaluator::Candidate>& candidates,
                           const std::atomic<bool>* cancel) {
@@ -88,11 +96,8 @@ Scheduler::evaluate_batch(const std::vector<evaluator::Candidate>& candidates,
   if (!options_.pipeline) { // one at a time, every stage, on the first device
     for (std::size_t i = 0; i < n && !cancelled(); ++i) {
       HostStages h = host_stages(candidates[i], steady_now_ms());
-      if (!h.device_ready) {
-        out[i] = std::move(h.evaluation);
-      } else if (devices_.empty()) {
-        evaluator::NoDeviceGates none(options_.no_device_reason);
-        out[i] = evaluator::run_device_stages(std::move(h), candidates[i], none);
+      if (auto settled = settle_on_host(h, candidates[i])) {
+        out[i] = std::move(settled);
       } else {
         Device& dev = *devices_.front();
         auto gates = dev.worker->gates(dev.lock, profile);
@@ -127,14 +132,10 @@ Scheduler::evaluate_batch(const std::vector<evaluator::Candidate>& candidates,
           const double started = steady_now_ms();
           HostStages h = host_stages(candidates[i], origin);
           add_wait(h.evaluation, "host_wait", origin, started, nlohmann::json::object());
-          if (!h.device_ready) {
-            out[i] = std::move(h.evaluation);
-          } else if (devices_.empty()) {
-            evaluator::NoDeviceGates none(options_.no_device_reason);
-            out[i] = evaluator::run_device_stages(std::move(h), candidates[i], none);
-          } else {
+          if (auto settled = settle_on_host(h, candidates[i]))
+            out[i] = std::move(settled);
+          else
             for_device = Ready{std::move(h), steady_now_ms()};
-          }
         }
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu);

@@ -101,6 +101,11 @@ public:
 
 private:
   struct Device;
+  // The evaluation of a candidate whose host stages ended it (not device-ready) or that has no
+  // device to go to (NoDeviceGates: the device gates are recorded not_run with
+  // options_.no_device_reason); nullopt when it goes on to a device.
+  std::optional<evaluator::Evaluation> settle_on_host(evaluator::HostStages& h,
+                                                      const evaluator::Candidate& c) const;
   std::vector<std::unique_ptr<Device>> devices_;
   SchedulerOptions options_;
   std::atomic<bool> profile_{true};

@@ -275,6 +275,13 @@ GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
   config.fail_fast = o.sanitizer_fail_fast;
   config.concurrent = o.sanitizer_concurrent;
   config.request_files = {"kernel.cubin", "kernel.cu", "request.json"};
+  if (!o.racecheck_scrub)
+    config.prepare_folder = [&built, &o](std::string_view tool, const std::string& folder) {
+      nlohmann::json req = tool_request(operator_of(built, o), built, "sanitize");
+      req["options"]["sanitize"] = {{"shared_scrub", tool != "racecheck"}};
+      std::ofstream(fs::path(folder) / "request.json", std::ios::binary | std::ios::trunc)
+          << req.dump();
+    };
   config.env = {{"PATH", "/usr/local/cuda/bin:/usr/bin:/bin"},
                 {"HOME", dir.path.string()},
                 {"TMPDIR", dir.path.string()}};
@@ -306,6 +313,7 @@ GateResult sanitizer_gate(const BuiltCandidate& built, const GpuGatesOptions& o,
   };
   GateResult g = sanitizer::run_gate(config, runner, reports);
   g.evidence["network_isolated"] = isolate;
+  g.evidence["racecheck_scrub"] = o.racecheck_scrub; // false: racecheck ran without the scrub
   return g;
 }
 
@@ -314,12 +322,9 @@ nlohmann::json stalls_from_pcsample(const nlohmann::json& pc) {
     return evidence::StallEvidence{"infra_error",
                                    "the worker's pcsample result is not a JSON object"}
         .to_json();
-  // Read field by field with type checks (store/text_view.h): a worker result of another shape
+  // Read field by field with type checks (store/json_at.h): a worker result of another shape
   // gives zeros and empty lists, never a type_error out of the benchmark gate.
-  auto count = [](const nlohmann::json& j, const char* key) -> std::int64_t {
-    const auto it = j.find(key);
-    return it != j.end() && it->is_number_integer() ? it->get<std::int64_t>() : 0;
-  };
+  const auto count = [](const nlohmann::json& j, const char* key) { return store::int_at(j, key); };
   evidence::StallEvidence out;
   out.status = store::string_at(pc, "status", "not_run");
   out.reason = store::string_at(pc, "reason");

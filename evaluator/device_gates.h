@@ -53,6 +53,9 @@ struct GpuGatesOptions {
   std::chrono::milliseconds sanitizer_deadline{120000}; // per compute-sanitizer tool
   // sanitizer::GateConfig's fail_fast and concurrent (issue 26, evaluator/throughput.h).
   bool sanitizer_fail_fast = false, sanitizer_concurrent = false;
+  // The shared-memory scrub before each launch of the racecheck run (ThroughputOptions::
+  // racecheck_scrub; false: only memcheck, initcheck and synccheck runs scrub).
+  bool racecheck_scrub = false;
   bool pc_sampling = true; // CUPTI stall sampling (feedback data, not a gate)
   // When pc_sampling / measured_dram are off and this is set, a passing benchmark gate's
   // evidence "stalls" (resp. the roofline gate's "measured_dram") says {"status": "not_run",

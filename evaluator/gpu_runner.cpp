@@ -14,6 +14,7 @@
 
 #include "evaluator/correctness.h"
 #include "evaluator/subprocess.h"
+#include "store/json_at.h"
 
 namespace kloop::evaluator {
 namespace fs = std::filesystem;
@@ -58,14 +59,6 @@ fs::path fresh_dir() {
   return dir;
 }
 
-// `j[key]` when j is an object and that member a string, else `fallback`: a result.json of the
-// wrong types (one the worker never writes) names no reason, never throws.
-std::string string_member(const nlohmann::json& j, const char* key, const std::string& fallback) {
-  if (!j.is_object()) return fallback;
-  const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-
 std::string case_label(const nlohmann::json& progress) {
   if (!progress.is_object()) return "before the first case";
   // Read with type checks: a progress file of another shape names no case, never throws.
@@ -73,7 +66,7 @@ std::string case_label(const nlohmann::json& progress) {
   return fmt::format("case {} ({})",
                      index != progress.end() && index->is_number_integer() ? index->get<long long>()
                                                                            : -1LL,
-                     string_member(progress, "name", "?"));
+                     store::string_at(progress, "name", "?"));
 }
 
 // Environment the worker may see: nothing of kloop's (no API keys, no store paths).
@@ -176,7 +169,7 @@ GpuRunResult classify_gpu_run(int exit_code, int term_signal, bool timed_out,
   r.timed_out = timed_out;
   r.result = result;
   r.progress = progress;
-  const std::string worker_reason = string_member(result, "reason", "");
+  const std::string worker_reason = store::string_at(result, "reason", "");
   if (timed_out) {
     r.status = GateStatus::kTimeout;
     r.fault_class = "timeout";
@@ -196,7 +189,7 @@ GpuRunResult classify_gpu_run(int exit_code, int term_signal, bool timed_out,
     r.status = GateStatus::kCrashed;
     const nlohmann::json fault =
         result.is_object() ? result.value("fault", nlohmann::json()) : nlohmann::json();
-    r.fault_class = string_member(fault, "class", "cuda_fault");
+    r.fault_class = store::string_at(fault, "class", "cuda_fault");
     r.reason = !worker_reason.empty() ? worker_reason
                                       : fmt::format("crashed: sticky CUDA fault ({}) during {}",
                                                     r.fault_class, case_label(progress));
@@ -208,7 +201,7 @@ GpuRunResult classify_gpu_run(int exit_code, int term_signal, bool timed_out,
     return r;
   }
   if (exit_code == kGpuWorkerOk && result.is_object()) {
-    const std::string status = string_member(result, "status", "infra_error");
+    const std::string status = store::string_at(result, "status", "infra_error");
     try {
       r.status = parse_gate_status(status);
     } catch (const std::invalid_argument&) {

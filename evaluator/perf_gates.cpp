@@ -10,6 +10,7 @@
 
 #include "evaluator/bench_stats.h"
 #include "evaluator/roofline.h"
+#include "store/json_at.h"
 
 namespace kloop::evaluator::perf {
 
@@ -47,14 +48,6 @@ double need_positive(const json& j, const char* key, const std::string& where) {
   return v.get<double>();
 }
 
-// j[key] when j is an object and that member an integer, else `fallback`. Not json::value(): a
-// floating value of 1e41 read as an integer is undefined behaviour (UBSan), not an exception.
-long long int_member(const json& j, const char* key, long long fallback) {
-  if (!j.is_object()) return fallback;
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number_integer() ? it->get<long long>() : fallback;
-}
-
 std::vector<double> samples(const json& state, const char* key, const std::string& where) {
   const json& s = need(need(state, "samples", where), key, where + ".samples");
   if (!s.is_array())
@@ -79,14 +72,10 @@ std::string axis_key(const op::Axis& a) {
 // "65536x4096 bfloat16": rows, then the variable axes in declaration order (0 for a member that is
 // not an integer: this names the shape in messages, parse_shape checks it).
 std::string shape_name(const op::Declaration& decl, const json& shape) {
-  std::string dims = std::to_string(int_member(shape, "rows", 0));
+  std::string dims = std::to_string(store::int_at(shape, "rows", 0));
   for (const op::Axis& a : decl.axes)
-    if (a.variable) dims += "x" + std::to_string(int_member(shape, axis_key(a).c_str(), 0));
-  const auto dtype = shape.is_object() ? shape.find("dtype") : shape.end();
-  return fmt::format("{} {}", dims,
-                     shape.is_object() && dtype != shape.end() && dtype->is_string()
-                         ? dtype->get<std::string>()
-                         : std::string("?"));
+    if (a.variable) dims += "x" + std::to_string(store::int_at(shape, axis_key(a).c_str(), 0));
+  return fmt::format("{} {}", dims, store::string_at(shape, "dtype", "?"));
 }
 
 // The shape's rows, axes and dtype (op::BenchShape::from_json), InfraError naming what is missing.
@@ -122,7 +111,7 @@ json state_summary(const json& state, const std::string& where, bench::SpeedDeci
   const auto cand = samples(state, "candidate_kernel", where);
   const auto base = samples(state, "baseline_kernel", where);
   json out{{"state", state.value("state", std::string("?"))},
-           {"rounds", int_member(state, "rounds", 0)},
+           {"rounds", store::int_at(state, "rounds", 0)},
            {"stop", state.value("stop", std::string("?"))},
            {"candidate_kernel_median_ms", bench::median(cand)},
            {"baseline_kernel_median_ms", bench::median(base)},
@@ -228,13 +217,13 @@ GateResult read_benchmark_gate(const op::Declaration& decl, const json& r) {
                                  "one round per state with the reference)";
       for (const auto& c : state.value("output_checks", json::array())) {
         if (!c.value("pass", false) && first_failure.empty()) {
-          first_failure =
-              fmt::format("{}: timed output of round {} differs from the reference: {}", swhere,
-                          int_member(c, "round", -1), c.value("detail", std::string("no detail")));
+          first_failure = fmt::format("{}: timed output of round {} differs from the reference: {}",
+                                      swhere, store::int_at(c, "round", -1),
+                                      c.value("detail", std::string("no detail")));
           // The worker poisons the checked buffers before the round (0xFF bytes): words still
           // holding it were never written by the candidate's timed launches.
-          const auto left = static_cast<std::uint64_t>(int_member(c, "poison_words_left", 0));
-          const auto words = static_cast<std::uint64_t>(int_member(c, "words", 0));
+          const auto left = static_cast<std::uint64_t>(store::int_at(c, "poison_words_left", 0));
+          const auto words = static_cast<std::uint64_t>(store::int_at(c, "words", 0));
           if (left > 0 && words > 0)
             first_failure += fmt::format(
                 "; {} of {} 4-byte words of the output still hold the poison written before the "
@@ -247,8 +236,8 @@ GateResult read_benchmark_gate(const op::Declaration& decl, const json& r) {
       try {
         json s = state_summary(state, swhere, &d, &ratio);
         s["output_checks"] = state.value("output_checks", json::array());
-        s["input_sets"] = int_member(state, "input_sets", 1);
-        s["blocker_timeouts"] = int_member(state, "blocker_timeouts", 0);
+        s["input_sets"] = store::int_at(state, "input_sets", 1);
+        s["blocker_timeouts"] = store::int_at(state, "blocker_timeouts", 0);
         throttled += s["throttled_batches"].get<int>();
         states.push_back(std::move(s));
       } catch (const std::invalid_argument& e) {

@@ -14,14 +14,14 @@
 
 #include "evaluator/gpu_runner.h"
 #include "store/hash.h"
+#include "store/json_at.h"
 
 namespace kloop::evaluator::sanitizer {
 
 namespace {
 
 bool worker_ok(const nlohmann::json& result) {
-  if (!result.is_object()) return false;
-  return result.value("status", std::string()) == "pass";
+  return store::string_at(result, "status", "") == "pass";
 }
 
 std::string read_text(const std::string& path) {
@@ -118,8 +118,7 @@ ToolRun judge_tool_run(std::string_view tool, const ToolCall& call, std::string 
              (call.exit_code == kGpuWorkerBadRequest || call.exit_code == kGpuWorkerInternal)) {
     run.outcome = ToolOutcome::kInfraError;
     run.reason = fmt::format("{}: the worker reported an infrastructure failure (exit {}): {}",
-                             tool, call.exit_code,
-                             worker_result.is_object() ? worker_result.value("reason", "") : "");
+                             tool, call.exit_code, store::string_at(worker_result, "reason", ""));
   } else if (call.term_signal == 0 && call.exit_code == kGpuWorkerNoDevice) {
     run.outcome = ToolOutcome::kNotRun;
     run.reason = std::string(tool) + ": no CUDA device under the sanitizer";
@@ -152,19 +151,22 @@ std::string judge_poison(const nlohmann::json& worker_result) {
     return "the worker returned no shared-memory poisoning result";
   }
   const auto& p = worker_result["poison"];
-  for (const auto& c : p.value("cases", nlohmann::json::array())) {
-    const std::string name = c.value("case", std::string("?"));
-    if (!c.value("identical", false)) {
+  const nlohmann::json cases = store::array_at(p, "cases");
+  for (const auto& c : cases) {
+    const std::string name = store::string_at(c, "case", "?");
+    if (!store::bool_at(c, "identical", false)) {
       return fmt::format("case {}: results differ between shared-memory poison patterns {} "
                          "(a read of uninitialised shared memory)",
-                         name, p.value("patterns", nlohmann::json::array()).dump());
+                         name,
+                         store::array_at(p, "patterns")
+                             .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     }
-    if (!c.value("correct", false)) {
+    if (!store::bool_at(c, "correct", false)) {
       return fmt::format("case {}: wrong result with shared memory poisoned: {}", name,
-                         c.value("reason", std::string("no reason given")));
+                         store::string_at(c, "reason", "no reason given"));
     }
   }
-  if (p.value("cases", nlohmann::json::array()).empty()) return "poisoning ran no case";
+  if (cases.empty()) return "poisoning ran no case";
   return {};
 }
 
@@ -241,6 +243,7 @@ DirRun run_tool(const GateConfig& config, const ProcessRunner& runner, std::stri
   const std::string log = dir + "/sanitizer-" + std::string(tool) + ".log";
   ::unlink(log.c_str());
   ::unlink(result_path.c_str());
+  if (config.prepare_folder) config.prepare_folder(tool, dir);
   SubprocessOptions o = opts;
   o.cwd = dir;
   const ToolCall call = runner(tool_command(config.sanitizer_path, tool, log, worker_argv), o);

@@ -117,6 +117,9 @@ struct GateConfig {
   bool fail_fast = false;
   bool concurrent = false;
   std::vector<std::string> request_files; // names in work_dir: request.json, kernel.cubin, ...
+  // Called before each tool run with the folder it runs in (work_dir or its copy), to write the
+  // request that tool's worker reads (e.g. no shared-memory scrub under racecheck); may be empty.
+  std::function<void(std::string_view tool, const std::string& folder)> prepare_folder;
 };
 using ProcessRunner =
     std::function<ToolCall(const std::vector<std::string>& argv, const SubprocessOptions& options)>;

@@ -44,6 +44,7 @@ ThroughputOptions legacy() {
   o.shared_per_device = 1;
   o.sanitizer_fail_fast = false;
   o.sanitizer_concurrent = false;
+  o.racecheck_scrub = true;
   o.profile_on_demand = false;
   o.copy_ceiling_once = false;
   return o;
@@ -58,6 +59,7 @@ nlohmann::json ThroughputOptions::to_json() const {
           {"shared_per_device", shared_per_device},
           {"sanitizer_fail_fast", sanitizer_fail_fast},
           {"sanitizer_concurrent", sanitizer_concurrent},
+          {"racecheck_scrub", racecheck_scrub},
           {"profile_on_demand", profile_on_demand},
           {"bench_stop", bench_stop},
           {"copy_ceiling_once", copy_ceiling_once}};
@@ -99,6 +101,8 @@ ThroughputOptions parse_throughput(std::string_view spec) {
       o.sanitizer_fail_fast = parse_bool(entry, value);
     else if (name == "sanitizer_concurrent")
       o.sanitizer_concurrent = parse_bool(entry, value);
+    else if (name == "racecheck_scrub")
+      o.racecheck_scrub = parse_bool(entry, value);
     else if (name == "profile_on_demand")
       o.profile_on_demand = parse_bool(entry, value);
     else if (name == "copy_ceiling_once")
@@ -112,7 +116,7 @@ ThroughputOptions parse_throughput(std::string_view spec) {
       throw std::invalid_argument(fmt::format(
           "KLOOP_THROUGHPUT: unknown switch '{}' (known: pipeline, host_jobs, "
           "device_candidates, shared_per_device, sanitizer_fail_fast, sanitizer_concurrent, "
-          "profile_on_demand, bench_stop, copy_ceiling_once)",
+          "racecheck_scrub, profile_on_demand, bench_stop, copy_ceiling_once)",
           name));
   }
   return o;

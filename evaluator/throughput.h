@@ -32,6 +32,12 @@ struct ThroughputOptions {
   // After a clean memcheck, racecheck, initcheck and synccheck run at once, each in its own copy
   // of the request folder.
   bool sanitizer_concurrent = true;
+  // The shared-memory scrub (poisoning) before each launch also in the racecheck run. racecheck
+  // tracks accesses, not values, and the poisoning verdict comes from the memcheck run alone, so
+  // there the scrub is pure cost: its stores to all of every SM's shared memory made racecheck
+  // about 38 of a candidate's 54 s on the H200 (2026-12-02). false: memcheck, initcheck and
+  // synccheck scrub, racecheck does not.
+  bool racecheck_scrub = false;
   // Profiling evidence that is no gate: CUPTI stall sampling only for a candidate whose report
   // feeds a next prompt (not in the last iteration), ncu's measured DRAM traffic not per
   // candidate (the roofline evidence says it did not run and why). false: both after every

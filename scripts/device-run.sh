@@ -102,6 +102,9 @@ fi
 
 # The main job first, on an idle GPU: `kloop optimize rmsnorm --budget 5` (OPTIMIZE_BUDGET, 0 to
 # skip) with a fresh store under $out; then the promoted kernel against torch (compare_torch.py).
+# CPI_OPTIMIZE=K then runs `kloop optimize rmsnorm --budget CPI_BUDGET (default 3)
+# --candidates-per-iteration K` in a store of its own (issue 26: K candidates an iteration,
+# recorded in order); its summary and time table go to cpi-optimize.txt.
 # STORE_TGZ=path (an optimize.tgz an earlier run brought back, put in the bundle) skips the
 # optimize run and runs the steps after it (torch comparison, torch export) on that store's session.
 store=/tmp/kloop-device-store
@@ -133,6 +136,17 @@ if [ "$reuse" = 0 ] && [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
   du -sh "$store" >>"$out/optimize.txt"
   unset LD_LIBRARY_PATH  # python3/torch must not load the bundled Debian libraries
 fi
+if [ "${CPI_OPTIMIZE:-0}" -gt 0 ]; then
+  s=/tmp/kloop-cpi-store
+  rm -rf "$s"
+  start=$(date +%s)
+  LD_LIBRARY_PATH=$bundle/lib timeout "${OPTIMIZE_TIMEOUT:-330}" "$bundle/bin/kloop" optimize rmsnorm \
+    --budget "${CPI_BUDGET:-3}" --candidates-per-iteration "$CPI_OPTIMIZE" --store "$s" \
+    >"$out/cpi-optimize.txt" 2>"$out/cpi-optimize-stderr.txt"
+  echo "optimize --candidates-per-iteration $CPI_OPTIMIZE exit $? in $(( $(date +%s) - start ))s" >>"$out/cpi-optimize.txt"
+  LD_LIBRARY_PATH=$bundle/lib "$bundle/bin/kloop" show 1 --store "$s" >>"$out/cpi-optimize.txt" 2>&1
+  LD_LIBRARY_PATH=$bundle/lib "$bundle/bin/kloop" store verify --store "$s" >>"$out/cpi-optimize.txt" 2>&1
+fi
 if [ "$reuse" = 1 ] || [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
   promoted=$(ls -d "$store"/exports/session-* 2>/dev/null | head -1)
   if [ -n "$promoted" ] && [ "${COMPARE_TORCH:-1}" = 1 ]; then
@@ -153,6 +167,20 @@ if [ "$reuse" = 1 ] || [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
     rm -rf "$opt/torch/activations"
   fi
   tar czf "$out/optimize.tgz" -C /tmp kloop-device-store kloop-device-opt
+fi
+
+# A scripted repair session (issue 28 item 5; SCRIPTED_REPAIR=1): a stand-in model behind an
+# OpenAI-compatible endpoint on 127.0.0.1 writes the P7 defect and repairs it only from the failing
+# case the feedback shows (bench/scripted_repair.py); the loop must reach a candidate that passes
+# every device gate.
+if [ "${SCRIPTED_REPAIR:-0}" = 1 ]; then
+  mkdir -p /tmp/kloop-repair && rm -rf /tmp/kloop-repair/store
+  timeout "${REPAIR_TIMEOUT:-300}" python3 bench/scripted_repair.py --lib "$bundle/lib" \
+    --kloop "$bundle/bin/kloop" --store /tmp/kloop-repair/store --budget "${REPAIR_BUDGET:-3}" \
+    --log "$out/repair-progress.txt" >"$out/repair.json" 2>&1
+  repair_rc=$?
+  if [ "$repair_rc" = 0 ]; then checks+=("scripted_repair pass")
+  else checks+=("scripted_repair fail exit $repair_rc (repair.json)"); fi
 fi
 
 # Throughput before/after (issue 26), each in the same call on the same GPU, interleaved

@@ -108,35 +108,42 @@ PhaseSummary phase_summary(const SessionDetail& session) {
       ++s.candidates;
       s.wall_ms += rec->wall_ms;
       std::map<std::string, bool> counted; // rows this candidate already counted
+      const auto add = [&](PhaseTotal& t, const PhaseRow& p) {
+        const std::string key = (t.nested ? "n:" : "g:") + t.name;
+        if (!counted[key]) ++t.candidates, counted[key] = true;
+        ++t.runs;
+        t.total_ms += p.wall_ms;
+        t.max_ms = std::max(t.max_ms, p.wall_ms);
+        t.rounds += static_cast<long>(number(p.detail, "rounds"));
+        t.states += static_cast<int>(number(p.detail, "states"));
+        if (p.detail.contains("stop") && p.detail["stop"].is_object())
+          for (const auto& [reason, n] : p.detail["stop"].items())
+            if (n.is_number_integer()) t.stop[reason] = t.stop.value(reason, 0) + n.get<int>();
+      };
+      // The nested row `name` under `group`, made on first sight.
+      const auto kid = [&](const std::string& group, const std::string& name) -> PhaseTotal& {
+        auto& list = kids[group];
+        auto k = std::find_if(list.begin(), list.end(),
+                              [&](const PhaseTotal& x) { return x.name == name; });
+        if (k != list.end()) return *k;
+        list.push_back(PhaseTotal{});
+        list.back().name = name;
+        list.back().nested = true;
+        return list.back();
+      };
       for (const auto& p : rec->phases) {
         const std::string g = phase_group(p.name);
         if (std::find(seen.begin(), seen.end(), g) == seen.end()) seen.push_back(g);
-        PhaseTotal* t = nullptr;
-        if (!p.nested) {
-          t = &groups[g];
-          t->name = g;
-        } else {
-          auto& list = kids[p.name.rfind("benchmark:", 0) == 0 ? "benchmark" : g];
-          auto k = std::find_if(list.begin(), list.end(),
-                                [&](const PhaseTotal& x) { return x.name == p.name; });
-          if (k == list.end()) {
-            list.push_back(PhaseTotal{});
-            k = std::prev(list.end());
-            k->name = p.name;
-            k->nested = true;
-          }
-          t = &*k;
+        if (p.nested) {
+          add(kid(p.name.rfind("benchmark:", 0) == 0 ? "benchmark" : g, p.name), p);
+          continue;
         }
-        const std::string key = (p.nested ? "n:" : "g:") + t->name;
-        if (!counted[key]) ++t->candidates, counted[key] = true;
-        ++t->runs;
-        t->total_ms += p.wall_ms;
-        t->max_ms = std::max(t->max_ms, p.wall_ms);
-        t->rounds += static_cast<long>(number(p.detail, "rounds"));
-        t->states += static_cast<int>(number(p.detail, "states"));
-        if (p.detail.contains("stop") && p.detail["stop"].is_object())
-          for (const auto& [reason, n] : p.detail["stop"].items())
-            if (n.is_number_integer()) t->stop[reason] = t->stop.value(reason, 0) + n.get<int>();
+        PhaseTotal& t = groups[g];
+        t.name = g;
+        add(t, p);
+        // A process of one kind within its group ("sanitizer:racecheck", "correctness:public")
+        // also gets its own row under the group: each tool's and each suite's time.
+        if (p.name != g) add(kid(g, p.name), p);
       }
     }
   std::stable_sort(seen.begin(), seen.end(), [](const std::string& a, const std::string& b) {

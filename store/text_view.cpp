@@ -142,18 +142,6 @@ std::string json_string(const nlohmann::json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-double number_at(const nlohmann::json& j, std::string_view key, double fallback) {
-  if (!j.is_object()) return fallback;
-  const auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
-}
-
-std::string string_at(const nlohmann::json& j, std::string_view key, const std::string& fallback) {
-  if (!j.is_object()) return fallback;
-  const auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-
 namespace {
 // The integer at `key` of `j` as text, "?" when absent or not an integer (an edited row).
 std::string count_at(const nlohmann::json& j, const char* key) {

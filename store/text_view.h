@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "store/json_at.h"
+
 namespace kloop::store {
 
 struct SessionDetail;
@@ -42,13 +44,6 @@ std::string clip_text(std::string_view s, std::size_t max_bytes);
 // A stored JSON value as text: a string's own text, anything else as compact JSON (with U+FFFD
 // for invalid UTF-8), "" for null. For values an edited row may hold in any type.
 std::string json_string(const nlohmann::json& value);
-
-// Values of a stored JSON object (an edited row may hold anything): the number at `key`, or
-// `fallback` when `j` is not an object or the value is absent or not a number; the string at
-// `key`, or `fallback` likewise. Never throw.
-double number_at(const nlohmann::json& j, std::string_view key, double fallback = 0);
-std::string string_at(const nlohmann::json& j, std::string_view key,
-                      const std::string& fallback = "");
 
 // `kloop show`'s summary of a checker-coverage session (session_kind "checker-coverage"), from its
 // iteration's notes "checker_coverage" (mutation/store_report.h): mutants, killed of admissible,

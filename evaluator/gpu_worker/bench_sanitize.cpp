@@ -60,11 +60,11 @@ std::vector<unsigned char> to_host(const DeviceBuffer& b, cudaStream_t s) {
 }
 
 // One case: the reference's outputs, then the candidate once per shared-memory poison pattern
-// into fresh, never-written outputs. Returns the case's evidence; sets *failure on the first
-// problem.
+// into fresh, never-written outputs (each launch after a scrub of shared memory with the pattern
+// when `scrub`). Returns the case's evidence; sets *failure on the first problem.
 json sanitize_case(const op::Operator& op, const json& c, const LoadedCandidate& cand,
-                   const op::DeviceInfo& device, int blocks, int smem, DeviceBuffer& cmp,
-                   cudaStream_t s, std::string* failure) {
+                   const op::DeviceInfo& device, bool scrub, int blocks, int smem,
+                   DeviceBuffer& cmp, cudaStream_t s, std::string* failure) {
   const op::Declaration& d = op.declaration();
   std::vector<std::int64_t> strides;
   const op::BenchShape shape = read_shape(d, c, &strides);
@@ -96,7 +96,7 @@ json sanitize_case(const op::Operator& op, const json& c, const LoadedCandidate&
       why = "launch failed: " + pc->failure();
       break;
     }
-    check(scrub_shared(pattern, blocks, smem, s), "scrub shared memory");
+    if (scrub) check(scrub_shared(pattern, blocks, smem, s), "scrub shared memory");
     const cudaError_t e = pc->launch(addr, s);
     if (e != cudaSuccess) {
       if (is_sticky(e)) throw StickyFault{e, "candidate launch (" + name + ")"};
@@ -148,6 +148,11 @@ ModeOutcome run_sanitize(const json& req, const op::Operator& op, const LoadedCa
                         ? req["sanitize"]
                         : req.value("options", json::object()).value("sanitize", json::object());
   const json cases = spec.value("cases", default_cases(op.declaration()));
+  // shared_scrub false (the racecheck run, evaluator/throughput.h racecheck_scrub): no scrub
+  // kernel before the launches. racecheck tracks shared-memory accesses, not values, and the
+  // poisoning verdict is read from the memcheck run alone, so the scrub only costs time there:
+  // its stores to every SM's whole shared memory are what racecheck spent most of its time on.
+  const bool scrub = spec.value("shared_scrub", true);
   const int blocks = std::max(1, device.sm_count) * spec.value("scrub_blocks_per_sm", 2);
   const int smem = static_cast<int>(device.max_dynamic_smem_optin);
   Stream stream;
@@ -155,8 +160,10 @@ ModeOutcome run_sanitize(const json& req, const op::Operator& op, const LoadedCa
   json out = json::array();
   std::string failure;
   for (const json& c : cases)
-    out.push_back(sanitize_case(op, c, cand, device, blocks, smem, cmp, stream.get(), &failure));
-  extra["poison"] = {{"patterns", {"0xffffffff", "0x42424242"}},
+    out.push_back(
+        sanitize_case(op, c, cand, device, scrub, blocks, smem, cmp, stream.get(), &failure));
+  extra["poison"] = {{"scrubbed", scrub},
+                     {"patterns", {"0xffffffff", "0x42424242"}},
                      {"scrub_blocks", blocks},
                      {"scrub_smem_bytes", smem},
                      {"cases", out}};

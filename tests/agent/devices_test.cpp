@@ -55,13 +55,16 @@ TEST(ThroughputSwitchesTest, DefaultsLegacyAndSingleSwitches) {
   EXPECT_TRUE(d.sanitizer_fail_fast);
   EXPECT_TRUE(d.sanitizer_concurrent);
   EXPECT_TRUE(d.profile_on_demand);
+  EXPECT_FALSE(d.racecheck_scrub);
   EXPECT_EQ(d.to_json(), evaluator::parse_throughput("default").to_json());
   const auto l = evaluator::parse_throughput("legacy");
   EXPECT_FALSE(l.pipeline);
   EXPECT_FALSE(l.sanitizer_fail_fast);
   EXPECT_FALSE(l.sanitizer_concurrent);
   EXPECT_FALSE(l.profile_on_demand);
+  EXPECT_TRUE(l.racecheck_scrub);
   EXPECT_EQ(l.device_candidates, 1);
+  EXPECT_TRUE(evaluator::parse_throughput("racecheck_scrub=1").racecheck_scrub);
   const auto one = evaluator::parse_throughput("sanitizer_concurrent=0, host_jobs=3");
   EXPECT_FALSE(one.sanitizer_concurrent);
   EXPECT_TRUE(one.sanitizer_fail_fast);

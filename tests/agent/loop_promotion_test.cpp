@@ -125,6 +125,9 @@ public:
     ev.phases = {{"build", 0, 1200, "", false, json::object()},
                  {"correctness:public", 1300, 4000, "0", false, json::object()},
                  {"worker_start", 1300, 600, "0", true, {{"mode", "correctness"}}},
+                 {"sanitizer:memcheck", 5300, 700, "0", false, json::object()},
+                 {"sanitizer:racecheck", 6000, 1800, "0", false, json::object()},
+                 {"sanitizer:initcheck", 6000, 900, "0", false, json::object()},
                  {"benchmark", 5300, 20000, "0", false, json::object()},
                  {"benchmark:streaming:cold",
                   5300,
@@ -548,8 +551,16 @@ TEST_F(LoopPromotionTest, SeveralCandidatesPerIterationAreRecordedInOrderAndFedB
   EXPECT_EQ(row("benchmark:streaming:cold").rounds, 480);
   EXPECT_EQ(row("benchmark:streaming:cold").stop["noise"], 12);
   EXPECT_TRUE(row("worker_start").nested);
-  EXPECT_EQ(store::candidate_phase_text(d.iterations[1].candidates[0]),
-            "    time 25.3 s: build 1.20 s, correctness 4.00 s, benchmark 20.00 s\n");
+  // Each sanitizer tool and each correctness suite has its own row under its group.
+  EXPECT_DOUBLE_EQ(row("sanitizer").total_ms, 4 * 3400.0);
+  EXPECT_EQ(row("sanitizer").runs, 12);
+  EXPECT_TRUE(row("sanitizer:racecheck").nested);
+  EXPECT_DOUBLE_EQ(row("sanitizer:racecheck").total_ms, 4 * 1800.0);
+  EXPECT_EQ(row("sanitizer:racecheck").candidates, 4);
+  EXPECT_DOUBLE_EQ(row("correctness:public").total_ms, 4 * 4000.0);
+  EXPECT_EQ(
+      store::candidate_phase_text(d.iterations[1].candidates[0]),
+      "    time 25.3 s: build 1.20 s, correctness 4.00 s, sanitizer 3.40 s, benchmark 20.00 s\n");
   EXPECT_NE(store::phase_summary_text(d).find("benchmark:streaming:cold"), std::string::npos);
   EXPECT_TRUE(d.to_json()["phase_summary"]["totals"].is_array());
 }

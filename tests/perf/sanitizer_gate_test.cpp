@@ -81,6 +81,31 @@ TEST(SanitizerGateTest, PoisonMismatchOrWrongResultFails) {
   EXPECT_FALSE(judge_poison(kOk).empty());
 }
 
+// The worker's result is untrusted (it runs the candidate): members of the wrong type fail the
+// poisoning check or are read as absent, never throw out of the gate.
+TEST(SanitizerGateTest, MalformedWorkerResultsAreJudgedWithoutThrowing) {
+  using nlohmann::json;
+  for (const json& bad :
+       {json{{"poison", 5}}, json{{"poison", {{"cases", "x"}}}},
+        json{{"poison", {{"cases", {1, "a", nullptr}}}}},
+        json{{"poison", {{"cases", {{{"case", 3}, {"identical", "yes"}}}}}}},
+        json{{"poison",
+              {{"patterns", 7},
+               {"cases", {{{"identical", true}, {"correct", false}, {"reason", {1}}}}}}}}}) {
+    std::string why;
+    EXPECT_NO_THROW(why = judge_poison(bad)) << bad.dump();
+    EXPECT_FALSE(why.empty()) << bad.dump();
+  }
+  ToolCall call;
+  call.exit_code = kGpuWorkerInternal;
+  ToolRun run;
+  EXPECT_NO_THROW(run = judge_tool_run("memcheck", call, "", json{{"reason", {{"x", 1}}}}));
+  EXPECT_EQ(run.outcome, ToolOutcome::kInfraError);
+  call.exit_code = 0;
+  EXPECT_NO_THROW(run = judge_tool_run("memcheck", call, "", json{{"status", 1}}));
+  EXPECT_EQ(run.outcome, ToolOutcome::kUnexplained);
+}
+
 TEST(SanitizerGateTest, GateFailsOnHazardsOrPoisonAndPassesWhenAllClean) {
   std::vector<ToolRun> clean;
   for (auto tool : kTools) {
@@ -201,6 +226,7 @@ protected:
       if (file != "clean.txt") call.exit_code = kErrorExitCode;
       std::lock_guard<std::mutex> lock(mu_);
       seen[tool] = argv.back();
+      request[tool] = test_support::read_file(argv.back() + "/request.json");
       EXPECT_TRUE(std::filesystem::exists(argv.back() + "/request.json")) << tool;
       return call;
     };
@@ -208,7 +234,8 @@ protected:
   }
 
   std::filesystem::path dir_;
-  std::map<std::string, std::string> seen; // tool -> the folder it ran in
+  std::map<std::string, std::string> seen;    // tool -> the folder it ran in
+  std::map<std::string, std::string> request; // tool -> the request.json its worker read
   std::mutex mu_;
 };
 
@@ -256,6 +283,25 @@ TEST_F(SanitizerModesTest, ConcurrentToolsRunInTheirOwnFoldersWithTheSameVerdict
     for (const char* tool : {"racecheck", "initcheck", "synccheck"})
       EXPECT_EQ(seen[tool], (dir_ / tool).string());
     EXPECT_EQ(concurrent.evidence["poison"]["status"], "pass");
+  }
+}
+
+// The racecheck run without the shared-memory scrub (device_gates.cpp): prepare_folder writes each
+// tool's request into the folder that tool runs in, before it runs, sequentially (one folder, so
+// every tool must get its own request back) and concurrently.
+TEST_F(SanitizerModesTest, PrepareFolderGivesEachToolItsOwnRequest) {
+  for (const bool concurrent : {false, true}) {
+    GateConfig c = config(false, concurrent);
+    c.prepare_folder = [](std::string_view tool, const std::string& folder) {
+      std::ofstream(folder + "/request.json", std::ios::trunc)
+          << "{\"scrub\": " << (tool == "racecheck" ? "false" : "true") << "}";
+    };
+    const GateResult g = run(c, {});
+    EXPECT_EQ(g.status, GateStatus::kPass) << g.reason;
+    ASSERT_EQ(request.size(), 4u);
+    for (const auto& [tool, text] : request)
+      EXPECT_EQ(text, tool == "racecheck" ? "{\"scrub\": false}" : "{\"scrub\": true}")
+          << tool << (concurrent ? " (concurrent)" : " (sequential)");
   }
 }
 
