@@ -87,6 +87,7 @@ std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
   req.options = {{"stop_at_first_failure", true}};
   GpuRunOptions ro = options_.runner;
   ro.deadline = options_.deadline;
+  ro.deadline_cap = options_.deadline * options_.deadline_cap_factor;
   runs_.push_back(run_gpu_worker(req, ro));
   if (!runs_.back().call.argv.empty()) calls_.push_back(runs_.back().call);
   const std::vector<std::string> suites = op.suite_names();
@@ -95,6 +96,7 @@ std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
     req.cases = {{"suite", "large"}, {"seed", options_.public_seed}};
     req.options["concurrency"] = false;
     ro.deadline = options_.large_deadline;
+    ro.deadline_cap = options_.large_deadline * options_.deadline_cap_factor;
     runs_.push_back(run_gpu_worker(req, ro));
     if (!runs_.back().call.argv.empty()) calls_.push_back(runs_.back().call);
   }

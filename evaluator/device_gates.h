@@ -33,6 +33,9 @@ struct GpuGatesOptions {
   bool large_cases = false; // also run the "large" suite (when the operator has one) in a batch
   std::chrono::milliseconds deadline{30000};        // watchdog of the public batch
   std::chrono::milliseconds large_deadline{300000}; // watchdog of the large batch
+  // Both batches are watched by progress (GpuRunOptions::deadline_cap): a case may take at most
+  // its batch's deadline, the batch at most this many times it.
+  int deadline_cap_factor = 4;
   GpuRunOptions runner; // worker path, isolation (deadline is overridden)
   // Benchmark baseline: the in-tree baseline candidate, built once by the caller (empty cubin:
   // the worker times the trusted reference kernel as the baseline instead).

@@ -69,6 +69,24 @@ std::string case_label(const nlohmann::json& progress) {
                      store::string_at(progress, "name", "?"));
 }
 
+// The reason of a watchdog kill: a stall (no new case began for `deadline`) or, with a cap, the
+// batch's whole allowance spent while cases kept beginning (slow, not hung).
+std::string watchdog_reason(const ToolCall& call, const GpuRunOptions& o,
+                            const nlohmann::json& progress) {
+  const double stall_s = static_cast<double>(o.deadline.count()) / 1e3;
+  const double cap_s = static_cast<double>(std::max(o.deadline, o.deadline_cap).count()) / 1e3;
+  if (call.deadline_capped)
+    return fmt::format(
+        "timeout: the GPU worker was still working at {} when the batch's limit of {:g} s "
+        "passed; every case had begun within {:g} s of the one before, so the batch is slow "
+        "rather than hung (a kernel this slow on these cases, or a device shared with other work)",
+        case_label(progress), cap_s, stall_s);
+  return fmt::format("timeout: the GPU worker passed its watchdog deadline during {} (no new case "
+                     "began for {:g} s); the kernel did not finish (an endless loop or a "
+                     "deadlocked barrier?)",
+                     case_label(progress), stall_s);
+}
+
 // Environment the worker may see: nothing of kloop's (no API keys, no store paths).
 std::map<std::string, std::string> worker_env() {
   std::map<std::string, std::string> env{{"PATH", "/usr/bin:/bin"}, {"CUDA_CACHE_DISABLE", "1"}};
@@ -284,6 +302,8 @@ GpuRunResult run_gpu_worker(const GpuRunRequest& request, const GpuRunOptions& o
   so.cwd = dir.string();
   so.env = worker_env();
   so.deadline = options.deadline;
+  so.progress_file = (dir / "progress.json").string();
+  so.deadline_cap = options.deadline_cap;
   so.kill_grace = std::chrono::milliseconds(2000);
   so.output_cap = 1 << 16;
   ToolCall call;
@@ -299,14 +319,17 @@ GpuRunResult run_gpu_worker(const GpuRunRequest& request, const GpuRunOptions& o
     r.reason = fmt::format("infra_error: could not start the GPU worker: {}", e.what());
     return r;
   }
-  GpuRunResult r =
-      classify_gpu_run(call.exit_code, call.term_signal, call.timed_out,
-                       read_json_file(dir / "result.json"), read_json_file(dir / "progress.json"));
+  const nlohmann::json progress = read_json_file(dir / "progress.json");
+  GpuRunResult r = classify_gpu_run(call.exit_code, call.term_signal, call.timed_out,
+                                    read_json_file(dir / "result.json"), progress);
+  if (call.timed_out) r.reason = watchdog_reason(call, options, progress);
   r.network_isolated = isolate;
   r.wall_ms = call.wall_ms;
   r.device_memory = device_memory_of(r.result);
   const std::string& err = call.stderr_text;
   r.stderr_tail = err.size() > 4000 ? err.substr(err.size() - 4000) : err;
+  call.detail["progress_changes"] = call.progress_changes;
+  if (call.timed_out) call.detail["deadline_capped"] = call.deadline_capped;
   const nlohmann::json device_keys = call.detail; // run_on_device's keys, kept
   r.call = worker_tool_call(std::move(call), request.mode, r);
   r.call.detail.update(device_keys);

@@ -56,7 +56,12 @@ enum GpuWorkerExit : int {
 };
 
 struct GpuRunOptions {
-  std::chrono::milliseconds deadline{30000}; // watchdog per batch
+  // Watchdog: the worker may go `deadline` without starting a new case (progress.json), and the
+  // batch may take at most deadline_cap (at least `deadline`; the default keeps the batch at
+  // `deadline`). A hung kernel is stopped `deadline` after its case began, as before; a correct
+  // one that is slow because other processes share the device is not rejected as a timeout.
+  std::chrono::milliseconds deadline{30000};
+  std::chrono::milliseconds deadline_cap{0};
   std::string worker;          // path of kloop-gpu-worker; empty: worker_path("kloop-gpu-worker")
   bool isolate_network = true; // prefix `unshare -n` when it works here
   std::filesystem::path work_dir; // request folder; empty: a fresh folder under the temp dir

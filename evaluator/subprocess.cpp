@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,6 +80,47 @@ std::array<Fd, 2> make_pipe() {
 double ms_of(const timeval& tv) {
   return tv.tv_sec * 1e3 + tv.tv_usec / 1e3;
 }
+
+// The deadline of SubprocessOptions: fixed, or restarted by each change of the progress file
+// (size or modification time) up to deadline_cap. The file is checked at most every 200 ms.
+class ProgressWatch {
+public:
+  ProgressWatch(const SubprocessOptions& o, Clock::time_point start)
+      : path_(o.progress_file), stall_(o.deadline), start_(start), last_(start),
+        cap_(start + std::max(o.deadline, o.deadline_cap)) {}
+  Clock::time_point deadline() const {
+    return path_.empty() ? start_ + stall_ : std::min(cap_, last_ + stall_);
+  }
+  Clock::time_point update(Clock::time_point now) {
+    if (path_.empty() || now < next_check_) return deadline();
+    next_check_ = now + std::chrono::milliseconds(200);
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) == 0) {
+      const std::array<long long, 3> seen{static_cast<long long>(st.st_size),
+                                          static_cast<long long>(st.st_mtim.tv_sec),
+                                          static_cast<long long>(st.st_mtim.tv_nsec)};
+      if (!seen_ || *seen_ != seen) {
+        seen_ = seen;
+        last_ = now;
+        ++changes_;
+      }
+    }
+    return deadline();
+  }
+  // Whether the deadline that fires at `now` is the cap (progress was still being made).
+  bool capped(Clock::time_point now) const {
+    return !path_.empty() && now >= cap_ && now < last_ + stall_;
+  }
+  int changes() const { return changes_; }
+  bool active() const { return !path_.empty(); }
+
+private:
+  std::string path_;
+  std::chrono::milliseconds stall_;
+  Clock::time_point start_, last_, cap_, next_check_{};
+  std::optional<std::array<long long, 3>> seen_;
+  int changes_ = 0;
+};
 
 } // namespace
 
@@ -167,14 +209,17 @@ ToolCall run_subprocess(const std::vector<std::string>& argv, const SubprocessOp
   };
   std::array<Stream, 2> streams{Stream{&out_pipe[0], &call.stdout_text, &call.stdout_truncated},
                                 Stream{&err_pipe[0], &call.stderr_text, &call.stderr_truncated}};
-  const auto deadline = start + options.deadline;
+  ProgressWatch watch(options, start);
+  Clock::time_point deadline = watch.deadline();
   bool kill_pending = false;
   Clock::time_point kill_at = start;
   char buf[65536];
   while (streams[0].fd->get() >= 0 || streams[1].fd->get() >= 0) {
     const auto now = Clock::now();
+    deadline = watch.update(now);
     if (!call.timed_out && now >= deadline) {
       call.timed_out = true;
+      call.deadline_capped = watch.capped(now);
       ::kill(-pid, SIGTERM);
       kill_at = now + options.kill_grace;
       kill_pending = true;
@@ -192,7 +237,7 @@ ToolCall run_subprocess(const std::vector<std::string>& argv, const SubprocessOp
     int n = 0;
     for (auto& s : streams)
       if (s.fd->get() >= 0) fds[n++] = {s.fd->get(), POLLIN, 0};
-    const int pr = ::poll(fds, n, std::min(wait_ms, 1000));
+    const int pr = ::poll(fds, n, std::min(wait_ms, watch.active() ? 250 : 1000));
     if (pr < 0 && errno != EINTR)
       throw InfraError(fmt::format("subprocess: poll failed: {}", std::strerror(errno)));
     for (auto& s : streams) {
@@ -222,8 +267,10 @@ ToolCall run_subprocess(const std::vector<std::string>& argv, const SubprocessOp
     if (w < 0 && errno != EINTR)
       throw InfraError(fmt::format("subprocess: wait4 failed: {}", std::strerror(errno)));
     const auto now = Clock::now();
+    deadline = watch.update(now);
     if (!call.timed_out && now >= deadline) {
       call.timed_out = true;
+      call.deadline_capped = watch.capped(now);
       ::kill(-pid, SIGTERM);
       kill_at = now + options.kill_grace;
       kill_pending = true;
@@ -235,6 +282,7 @@ ToolCall run_subprocess(const std::vector<std::string>& argv, const SubprocessOp
     ::usleep(2000);
   }
   guard.reaped();
+  call.progress_changes = watch.changes();
   ::kill(-pid, SIGKILL); // anything left in the group (the leader is gone) goes too
   call.wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   if (WIFEXITED(status)) call.exit_code = WEXITSTATUS(status);

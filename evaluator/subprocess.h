@@ -23,6 +23,10 @@ struct ToolCall {
   int exit_code = -1;     // WEXITSTATUS, or -1 when killed by a signal
   int term_signal = 0;    // signal that ended the child, 0 if it exited
   bool timed_out = false; // the deadline fired (SIGTERM, then SIGKILL after the grace period)
+  // With a progress watch: the deadline that fired was deadline_cap (the child was still making
+  // progress), not a stall; progress_changes counts the changes seen.
+  bool deadline_capped = false;
+  int progress_changes = 0;
   double wall_ms = 0;
   // steady_clock time of the spawn in ms (evaluator/phases.h); not in to_json
   double started_ms = 0;
@@ -48,7 +52,14 @@ struct SubprocessOptions {
   std::map<std::string, std::string> env; // the complete environment (empty by default)
   std::chrono::milliseconds deadline{20000};
   std::chrono::milliseconds kill_grace{500}; // SIGTERM -> SIGKILL delay
-  std::size_t output_cap = 1 << 20;          // bytes kept per stream; the rest is drained
+  // Progress watch (optional): with a progress_file, `deadline` is the time the child may go
+  // without progress. Each change of the file (its size or modification time, checked at least
+  // once a second) restarts that allowance, up to deadline_cap from the spawn (which must be at
+  // least `deadline`). A hung child is still stopped `deadline` after its last progress; a child
+  // that is slow only because the device is shared with other processes keeps going.
+  std::string progress_file;
+  std::chrono::milliseconds deadline_cap{0};
+  std::size_t output_cap = 1 << 20; // bytes kept per stream; the rest is drained
 };
 
 // Runs argv[0] (an absolute path; no PATH search) to completion or deadline. Throws InfraError

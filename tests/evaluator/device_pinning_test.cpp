@@ -183,6 +183,68 @@ TEST(DeviceRetryTest, WithoutADeviceLockATimeoutIsNotRetried) {
   EXPECT_FALSE(r.call.detail.contains("retried_alone"));
 }
 
+// A worker that begins `cases` cases (progress.json) 0.25 s apart, then passes; cases < 0: it
+// keeps beginning cases and never finishes.
+std::string progressing_worker(const TempDir& dir, int cases) {
+  const auto path = dir.dir() / ("progressing-worker-" + std::to_string(cases) + ".sh");
+  const std::string condition = cases < 0 ? "1 -eq 1" : "$i -lt " + std::to_string(cases);
+  std::ofstream script(path);
+  script << "#!/bin/sh\ni=0\n";
+  script << "while [ " << condition << " ]; do\n";
+  script << "  printf '{\"index\": %d, \"name\": \"c%d\"}' $i $i > \"$1/progress.json\"\n";
+  script << "  i=$((i+1)); sleep 0.25\ndone\n";
+  script << "printf '{\"status\": \"pass\"}' > \"$1/result.json\"\n";
+  script.close();
+  ::chmod(path.c_str(), 0755);
+  return path.string();
+}
+
+// The watchdog restarts at each case the worker begins (progress.json): a batch slower than its
+// deadline that keeps making progress passes (here 2 s of cases against a 0.7 s deadline).
+TEST(WatchdogTest, AWorkerThatKeepsBeginningCasesRunsPastItsDeadlineUpToTheCap) {
+  TempDir dir("watch");
+  GpuRunOptions o;
+  o.worker = progressing_worker(dir, 8);
+  o.isolate_network = false;
+  o.deadline = std::chrono::milliseconds(700);
+  o.deadline_cap = std::chrono::milliseconds(8000);
+  const GpuRunResult r = run_gpu_worker(request(), o);
+  EXPECT_EQ(r.status, GateStatus::kPass) << r.reason;
+  EXPECT_GE(r.call.detail["progress_changes"].get<int>(), 4);
+  EXPECT_GT(r.wall_ms, 1500.0);
+  // Without a cap the batch's deadline is its whole allowance, as before.
+  o.deadline_cap = std::chrono::milliseconds(0);
+  const GpuRunResult capped = run_gpu_worker(request(), o);
+  EXPECT_EQ(capped.status, GateStatus::kTimeout) << capped.reason;
+  EXPECT_LT(capped.wall_ms, 1500.0 + 2000.0); // deadline plus the kill grace
+}
+
+// A worker that keeps beginning cases is stopped at the cap, and the reason says it was slow,
+// not hung; a worker that stops beginning cases is stopped one deadline after its last case.
+TEST(WatchdogTest, TheCapStopsASlowBatchAndAStallStopsAHungOne) {
+  TempDir dir("watch");
+  GpuRunOptions o;
+  o.worker = progressing_worker(dir, -1);
+  o.isolate_network = false;
+  o.deadline = std::chrono::milliseconds(600);
+  o.deadline_cap = std::chrono::milliseconds(1500);
+  const GpuRunResult slow = run_gpu_worker(request(), o);
+  EXPECT_EQ(slow.status, GateStatus::kTimeout) << slow.reason;
+  EXPECT_EQ(slow.call.detail["deadline_capped"], true);
+  EXPECT_NE(slow.reason.find("limit of 1.5 s"), std::string::npos) << slow.reason;
+  EXPECT_NE(slow.reason.find("slow rather than hung"), std::string::npos) << slow.reason;
+  EXPECT_GE(slow.wall_ms, 1400.0);
+
+  o.worker = slow_first_worker(dir, true); // one case begun, then a hang
+  const GpuRunResult hung = run_gpu_worker(request(), o);
+  EXPECT_EQ(hung.status, GateStatus::kTimeout) << hung.reason;
+  EXPECT_EQ(hung.call.detail["deadline_capped"], false);
+  EXPECT_NE(hung.reason.find("case 3 (P1-8x4096-float32) (no new case began for 0.6 s)"),
+            std::string::npos)
+      << hung.reason;
+  EXPECT_LT(hung.wall_ms, 1400.0 + 2000.0); // stopped at the stall, not the cap (plus grace)
+}
+
 TEST(PhaseTimingsTest, BenchmarkStatesAreGroupedByShapeClassAndState) {
   ToolCall c;
   c.wall_ms = 9000;
