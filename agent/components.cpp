@@ -278,6 +278,7 @@ CandidateEvaluator& DeviceContext::evaluator(const op::Operator& op) {
   go.sanitizer_fail_fast = throughput_.sanitizer_fail_fast;
   go.sanitizer_concurrent = throughput_.sanitizer_concurrent;
   go.racecheck_scrub = throughput_.racecheck_scrub;
+  go.prepare_ahead = throughput_.prepare_ahead;
   go.bench_stop_rule = throughput_.bench_stop;
   if (throughput_.profile_on_demand) {
     go.measured_dram = false;

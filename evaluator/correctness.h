@@ -142,6 +142,11 @@ struct SuiteRunOptions {
   // far stay in the result.
   std::function<void(std::size_t, const nlohmann::json&)> before_case;
   std::function<void(const CaseResult&)> after_case;
+  // Cases made ready ahead of the one running, each on a thread of its own (issue 26): the spec
+  // materialized and, for a valid call, the reference computed from its pristine inputs, so the
+  // host work of later cases overlaps the device work of the current one. Results, their order
+  // and the callbacks are the same for every value; 0 prepares each case when it runs.
+  int prepare_ahead = 0;
 };
 // Runs every spec in order, appending to `result` as each case finishes.
 void run_suite(const op::Operator& op, const CandidateFn& candidate,

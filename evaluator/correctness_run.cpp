@@ -1,6 +1,8 @@
 // run_case / run_suite: the audited candidate call (snapshot, call, audit by role, compare).
 #include <algorithm>
+#include <deque>
 #include <exception>
+#include <future>
 
 #include <fmt/format.h>
 
@@ -136,23 +138,40 @@ nlohmann::json CaseResult::to_json() const {
   return j;
 }
 
-CaseResult run_case(const op::Operator& op, const CandidateFn& candidate, const op::CallArgs& call,
-                    const std::optional<op::Tolerance>& tol) {
-  CaseResult result;
-  result.case_spec = nullptr;
-  const op::Declaration& d = op.declaration();
-  // The expected value comes from the pristine inputs, before the candidate can touch them.
-  const op::Validated v = op.validate(call);
+namespace {
+
+// A call made ready to run: validated and, when valid, its expected outputs computed from the
+// pristine inputs, before the candidate can touch them.
+struct PreparedCase {
+  op::CallArgs call;
+  op::Validated v;
   std::vector<HostTensor> expected;
-  if (v.ok()) {
+};
+
+PreparedCase prepare_case(const op::Operator& op, op::CallArgs call) {
+  PreparedCase c{std::move(call), {}, {}};
+  c.v = op.validate(c.call);
+  if (c.v.ok()) {
     // Input-output tensors are copied first: the candidate writes them in place afterwards.
-    op::CallArgs pristine = call;
+    const op::Declaration& d = op.declaration();
+    op::CallArgs pristine = c.call;
     const std::vector<int> passed = op::passed_tensors(d);
     for (std::size_t p = 0; p < pristine.tensors.size() && p < passed.size(); ++p)
       if (d.tensors[passed[p]].role == op::Role::kInputOutput)
         pristine.tensors[p] = pristine.tensors[p].clone();
-    expected = op.reference(pristine, v);
+    c.expected = op.reference(pristine, c.v);
   }
+  return c;
+}
+
+CaseResult run_prepared(const op::Operator& op, const CandidateFn& candidate,
+                        const PreparedCase& prepared, const std::optional<op::Tolerance>& tol) {
+  CaseResult result;
+  result.case_spec = nullptr;
+  const op::Declaration& d = op.declaration();
+  const op::CallArgs& call = prepared.call;
+  const op::Validated& v = prepared.v;
+  const std::vector<HostTensor>& expected = prepared.expected;
   const Snapshot before = snapshot(call);
 
   const CandidateCall got = call_guarded(candidate, call);
@@ -187,13 +206,23 @@ CaseResult run_case(const op::Operator& op, const CandidateFn& candidate, const 
   return judge_outputs(std::move(result), op, call, got, expected, tol);
 }
 
-CaseResult run_case(const op::Operator& op, const CandidateFn& candidate,
-                    const nlohmann::json& spec) {
-  const op::CallArgs call = op.materialize(spec);
-  CaseResult r = run_case(op, candidate, call);
+CaseResult named(CaseResult r, const nlohmann::json& spec) {
   r.case_name = spec.value("name", std::string());
   r.case_spec = spec;
   return r;
+}
+
+} // namespace
+
+CaseResult run_case(const op::Operator& op, const CandidateFn& candidate, const op::CallArgs& call,
+                    const std::optional<op::Tolerance>& tol) {
+  return run_prepared(op, candidate, prepare_case(op, call), tol);
+}
+
+CaseResult run_case(const op::Operator& op, const CandidateFn& candidate,
+                    const nlohmann::json& spec) {
+  return named(run_prepared(op, candidate, prepare_case(op, op.materialize(spec)), std::nullopt),
+               spec);
 }
 
 void SuiteResult::add(CaseResult r) {
@@ -221,9 +250,28 @@ nlohmann::json SuiteResult::to_json() const {
 void run_suite(const op::Operator& op, const CandidateFn& candidate,
                const std::vector<nlohmann::json>& specs, SuiteResult& result,
                const SuiteRunOptions& options) {
+  // Cases i+1 .. i+prepare_ahead are prepared on their own threads while case i runs; a spec that
+  // cannot be materialized throws when its turn comes, as without preparation ahead.
+  const std::size_t ahead = static_cast<std::size_t>(std::max(0, options.prepare_ahead));
+  std::deque<std::future<PreparedCase>> ready;
+  std::size_t queued = 0; // specs handed to `ready` so far
+  const auto refill = [&](std::size_t upto) {
+    for (; queued < specs.size() && queued <= upto; ++queued)
+      ready.push_back(std::async(std::launch::async, [&op, &spec = specs[queued]] {
+        return prepare_case(op, op.materialize(spec));
+      }));
+  };
   for (std::size_t i = 0; i < specs.size(); ++i) {
     if (options.before_case) options.before_case(i, specs[i]);
-    CaseResult r = run_case(op, candidate, specs[i]);
+    CaseResult r;
+    if (ahead == 0) {
+      r = run_case(op, candidate, specs[i]);
+    } else {
+      refill(i + ahead);
+      const PreparedCase prepared = ready.front().get();
+      ready.pop_front();
+      r = named(run_prepared(op, candidate, prepared, std::nullopt), specs[i]);
+    }
     const bool pass = r.pass;
     result.add(std::move(r));
     if (options.after_case) options.after_case(result.cases.back());

@@ -85,6 +85,7 @@ std::vector<GateResult> GpuWorkerGates::run(const BuiltCandidate& built) {
   GpuRunRequest req = candidate_request(op, built, "correctness");
   req.cases = {{"suite", "public"}, {"seed", options_.public_seed}};
   req.options = {{"stop_at_first_failure", true}};
+  if (options_.prepare_ahead > 0) req.options["prepare_ahead"] = options_.prepare_ahead;
   GpuRunOptions ro = options_.runner;
   ro.deadline = options_.deadline;
   ro.deadline_cap = options_.deadline * options_.deadline_cap_factor;

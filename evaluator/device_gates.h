@@ -36,6 +36,9 @@ struct GpuGatesOptions {
   // Both batches are watched by progress (GpuRunOptions::deadline_cap): a case may take at most
   // its batch's deadline, the batch at most this many times it.
   int deadline_cap_factor = 4;
+  // Cases each correctness batch prepares ahead on other host threads (worker option
+  // prepare_ahead; ThroughputOptions::prepare_ahead). 0: each case when it runs.
+  int prepare_ahead = 0;
   GpuRunOptions runner; // worker path, isolation (deadline is overridden)
   // Benchmark baseline: the in-tree baseline candidate, built once by the caller (empty cubin:
   // the worker times the trusted reference kernel as the baseline instead).

@@ -47,6 +47,7 @@ ThroughputOptions legacy() {
   o.racecheck_scrub = true;
   o.profile_on_demand = false;
   o.copy_ceiling_once = false;
+  o.prepare_ahead = 0;
   return o;
 }
 
@@ -62,7 +63,8 @@ nlohmann::json ThroughputOptions::to_json() const {
           {"racecheck_scrub", racecheck_scrub},
           {"profile_on_demand", profile_on_demand},
           {"bench_stop", bench_stop},
-          {"copy_ceiling_once", copy_ceiling_once}};
+          {"copy_ceiling_once", copy_ceiling_once},
+          {"prepare_ahead", prepare_ahead}};
 }
 
 ThroughputOptions parse_throughput(std::string_view spec) {
@@ -107,6 +109,8 @@ ThroughputOptions parse_throughput(std::string_view spec) {
       o.profile_on_demand = parse_bool(entry, value);
     else if (name == "copy_ceiling_once")
       o.copy_ceiling_once = parse_bool(entry, value);
+    else if (name == "prepare_ahead")
+      o.prepare_ahead = parse_int(entry, value, 0, 16);
     else if (name == "bench_stop") {
       if (value != "noise" && value != "decision")
         throw std::invalid_argument(
@@ -116,7 +120,7 @@ ThroughputOptions parse_throughput(std::string_view spec) {
       throw std::invalid_argument(fmt::format(
           "KLOOP_THROUGHPUT: unknown switch '{}' (known: pipeline, host_jobs, "
           "device_candidates, shared_per_device, sanitizer_fail_fast, sanitizer_concurrent, "
-          "racecheck_scrub, profile_on_demand, bench_stop, copy_ceiling_once)",
+          "racecheck_scrub, profile_on_demand, bench_stop, copy_ceiling_once, prepare_ahead)",
           name));
   }
   return o;

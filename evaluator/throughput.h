@@ -51,6 +51,10 @@ struct ThroughputOptions {
   // The copy ceiling measured once per session and device (the first benchmark batch's), not in
   // every benchmark batch (GpuGatesOptions::copy_ceiling).
   bool copy_ceiling_once = true;
+  // Correctness batches prepare this many cases ahead of the running one on other host threads
+  // (inputs materialized, reference computed; SuiteRunOptions::prepare_ahead), 0..16. 0: each case
+  // when it runs.
+  int prepare_ahead = 4;
   nlohmann::json to_json() const; // every switch by name
 };
 

@@ -6,6 +6,7 @@
 // the reference kernel in a faulted process.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -26,6 +27,7 @@
 #include "kernels/gpu_reference.h"
 #include "kernels/manifest.h"
 #include "kernels/registry.h"
+#include "store/json_at.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -127,6 +129,8 @@ int run_correctness(const json& req, const op::Operator& op, gpu::LoadedCandidat
   gpu::DeviceAdapter adapter(op, std::move(cand), info, gpu::AdapterOptions::from_json(opts));
   evaluator::SuiteRunOptions run;
   run.stop_at_first_failure = opts.value("stop_at_first_failure", false);
+  run.prepare_ahead =
+      static_cast<int>(std::clamp<std::int64_t>(store::int_at(opts, "prepare_ahead", 0), 0, 16));
   run.before_case = [&](std::size_t i, const json& spec) {
     write_json(
         "progress.json",

@@ -56,6 +56,7 @@ TEST(ThroughputSwitchesTest, DefaultsLegacyAndSingleSwitches) {
   EXPECT_TRUE(d.sanitizer_concurrent);
   EXPECT_TRUE(d.profile_on_demand);
   EXPECT_FALSE(d.racecheck_scrub);
+  EXPECT_EQ(d.prepare_ahead, 4);
   EXPECT_EQ(d.to_json(), evaluator::parse_throughput("default").to_json());
   const auto l = evaluator::parse_throughput("legacy");
   EXPECT_FALSE(l.pipeline);
@@ -64,6 +65,8 @@ TEST(ThroughputSwitchesTest, DefaultsLegacyAndSingleSwitches) {
   EXPECT_FALSE(l.profile_on_demand);
   EXPECT_TRUE(l.racecheck_scrub);
   EXPECT_EQ(l.device_candidates, 1);
+  EXPECT_EQ(l.prepare_ahead, 0);
+  EXPECT_EQ(evaluator::parse_throughput("prepare_ahead=2").prepare_ahead, 2);
   EXPECT_TRUE(evaluator::parse_throughput("racecheck_scrub=1").racecheck_scrub);
   const auto one = evaluator::parse_throughput("sanitizer_concurrent=0, host_jobs=3");
   EXPECT_FALSE(one.sanitizer_concurrent);
@@ -86,6 +89,7 @@ TEST(ThroughputSwitchesTest, BadEntriesNameThemselves) {
   EXPECT_NE(message("fast=1").find("unknown switch 'fast'"), std::string::npos);
   EXPECT_NE(message("pipeline=2").find("'pipeline=2': expected 0, 1"), std::string::npos);
   EXPECT_NE(message("device_candidates=0").find("from 1 to 8"), std::string::npos);
+  EXPECT_NE(message("prepare_ahead=17").find("from 0 to 16"), std::string::npos);
   EXPECT_NE(message("pipeline").find("not name=value"), std::string::npos);
 }
 

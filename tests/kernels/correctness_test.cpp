@@ -171,6 +171,61 @@ TEST(CorrectnessSuiteTest, ReferenceAndAnHonestVariantPassThePublicSuite) {
   EXPECT_TRUE(variant.pass) << variant.to_json()["first_failure"].dump();
 }
 
+// Preparing cases ahead on other threads (SuiteRunOptions::prepare_ahead, issue 26) changes no
+// result, no order and no callback: the public suite with the reference and with a candidate that
+// fails part-way (stopping there), each with 0 and 4 cases ahead.
+TEST(CorrectnessSuiteTest, PreparingCasesAheadGivesTheSameResultsInTheSameOrder) {
+  std::vector<nlohmann::json> specs;
+  for (const auto& spec : rmsnorm::public_cases(11))
+    specs.push_back(spec.to_json());
+  const Candidate wrong_on_wide_rows = [](const HostTensor& x, const HostTensor& w,
+                                          const EpsScalar& e) {
+    HostTensor y = ref(x, w, e);
+    if (x.shape().back() > 1000 && y.numel() > 0) y.set(0, y.get(0) + 1.0f);
+    return output_only(y);
+  };
+  const std::vector<Candidate> candidates = {rms_test::rms_reference(), wrong_on_wide_rows};
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    std::vector<std::string> order[2];
+    nlohmann::json results[2];
+    for (int k = 0; k < 2; ++k) {
+      SuiteRunOptions o;
+      o.stop_at_first_failure = true;
+      o.prepare_ahead = k == 0 ? 0 : 4;
+      o.before_case = [&, k](std::size_t i, const nlohmann::json& spec) {
+        order[k].push_back(std::to_string(i) + " " + spec.value("name", std::string()));
+      };
+      o.after_case = [&, k](const CaseResult& r) { order[k].push_back("done " + r.case_name); };
+      SuiteResult s;
+      run_suite(rms_test::rms(), rms_test::adapt(candidates[c]), specs, s, o);
+      results[k] = s.to_json();
+    }
+    EXPECT_EQ(results[0], results[1]) << "candidate " << c;
+    EXPECT_EQ(order[0], order[1]) << "candidate " << c;
+    EXPECT_EQ(results[0]["pass"], c == 0) << "candidate " << c;
+    if (c == 1) {
+      EXPECT_LT(results[0]["cases"].size(), specs.size()); // it stopped part-way
+    }
+  }
+}
+
+// A callback that throws (the GPU worker's sticky fault) ends a run with cases prepared ahead
+// cleanly: the finished cases stay, the exception reaches the caller.
+TEST(CorrectnessSuiteTest, AThrowingCallbackEndsARunWithCasesPreparedAhead) {
+  std::vector<nlohmann::json> specs;
+  for (const auto& spec : rmsnorm::public_cases(11))
+    specs.push_back(spec.to_json());
+  SuiteRunOptions o;
+  o.prepare_ahead = 4;
+  o.after_case = [](const CaseResult& r) {
+    if (r.case_spec.is_object()) throw std::runtime_error("sticky");
+  };
+  SuiteResult s;
+  EXPECT_THROW(run_suite(rms_test::rms(), rms_test::adapt(rms_test::rms_reference()), specs, s, o),
+               std::runtime_error);
+  EXPECT_EQ(s.cases.size(), 1u);
+}
+
 TEST(CorrectnessSuiteTest, MisplacedEpsIsRejectedOnCasesMdP12) {
   // eps added outside the square root: scale = 1 / (sqrt(ms) + eps).
   const Candidate misplaced = [](const HostTensor& x, const HostTensor& w, const EpsScalar& e) {
