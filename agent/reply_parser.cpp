@@ -10,7 +10,7 @@
 
 #include "evaluator/evidence.h"
 #include "kernels/json_read.h"
-#include "kernels/rmsnorm/manifest.h"
+#include "kernels/manifest.h"
 #include "store/text_view.h"
 
 namespace kloop::agent {
@@ -149,7 +149,7 @@ nlohmann::json parse_object(std::string_view text) {
 
 // Whether a json block holds one object: it parses to one, or it is an object whose number
 // overflows a double ("1e999"), which is JSON by the grammar; the contract gate then names the
-// field (rmsnorm::parse_manifest), so the reply is not a format failure (issue 22, item 1).
+// field (op::parse_manifest), so the reply is not a format failure (issue 22, item 1).
 bool holds_object(std::string_view text) {
   const JsonRead read = read_json(text);
   return read.value ? read.value->is_object() : read.number_overflow && read.top_level_object;
@@ -164,7 +164,7 @@ std::vector<std::string> prose_manifests(std::string_view prose) {
     int depth = 0;
     bool in_string = false, escaped = false;
     std::size_t end = std::string_view::npos;
-    for (std::size_t i = start; i < prose.size() && i - start < rmsnorm::kMaxManifestBytes; ++i) {
+    for (std::size_t i = start; i < prose.size() && i - start < op::kMaxManifestBytes; ++i) {
       const char ch = prose[i];
       if (in_string) {
         if (escaped)
@@ -436,17 +436,17 @@ ParsedReply parse_reply(std::string_view reply, const ReplyContext& ctx,
                                c.unclosed->lang, c.unclosed->open_line));
   if (auto why = no_single_kernel(p, c, ctx)) return *why;
   const Block& kernel = *c.kernels.front();
-  if (kernel.text.size() > rmsnorm::kMaxSourceBytes)
+  if (kernel.text.size() > op::kMaxSourceBytes)
     return failure(p, ReplyOutcome::kTooLarge,
                    fmt::format("the cuda block is {} bytes, over the {} byte limit of kernel.cu",
-                               kernel.text.size(), rmsnorm::kMaxSourceBytes));
+                               kernel.text.size(), op::kMaxSourceBytes));
   std::string manifest;
   if (auto why = choose_manifest(p, c, ctx, manifest)) return *why;
-  if (manifest.size() > rmsnorm::kMaxManifestBytes)
+  if (manifest.size() > op::kMaxManifestBytes)
     return failure(p, ReplyOutcome::kTooLarge,
                    fmt::format("the json block is {} bytes, over the {} byte limit of "
                                "manifest.json",
-                               manifest.size(), rmsnorm::kMaxManifestBytes));
+                               manifest.size(), op::kMaxManifestBytes));
   p.ok = true;
   p.outcome = ReplyOutcome::kOk;
   p.kernel_source = kernel.text;

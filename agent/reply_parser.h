@@ -72,9 +72,9 @@ struct ParsedReply {
   std::string stop_reason;        // from the context
 };
 
-// Parses `reply`. Size caps: the reply `max_reply_bytes`, the kernel rmsnorm::kMaxSourceBytes, the
-// manifest rmsnorm::kMaxManifestBytes. The manifest is only checked to be a JSON object here; its
-// keys are validated by rmsnorm::parse_manifest (the contract gate).
+// Parses `reply`. Size caps: the reply `max_reply_bytes`, the kernel op::kMaxSourceBytes, the
+// manifest op::kMaxManifestBytes. The manifest is only checked to be a JSON object here; its
+// keys are validated by op::parse_manifest (the contract gate).
 ParsedReply parse_reply(std::string_view reply, const ReplyContext& context = {},
                         std::size_t max_reply_bytes = kMaxReplyBytes);
 

@@ -8,8 +8,9 @@
 #include <fmt/core.h>
 
 #include "evaluator/gate.h"
+#include "kernels/manifest.h"
 #include "kernels/rmsnorm/contract.h"
-#include "kernels/rmsnorm/manifest.h"
+#include "kernels/rmsnorm/operator.h"
 #include "store/error.h"
 #include "store/receipt.h"
 #include "store/store.h"
@@ -183,13 +184,41 @@ RolloutParse parse_rollout(std::string_view text) {
   return {Rollout{values[0], values[1], values[2]}, {}};
 }
 
-std::string render_config_py(const std::string& manifest_text, const json& meta) {
-  const auto parsed = rmsnorm::parse_manifest(manifest_text);
+namespace {
+
+// The candidate's manifest read against weighted_rmsnorm/1's declaration (op::parse_manifest).
+// The package's Python dispatch (export_templates/_dispatch.py) mirrors a format-1 predicate
+// without max_rows / max_elements; any other manifest is refused here rather than exported with a
+// predicate that would route calls the C++ wrapper sends to the reference.
+op::Manifest exportable_manifest(const std::string& manifest_text) {
+  auto parsed = op::parse_manifest(rmsnorm::declaration(), manifest_text);
   if (!parsed.manifest)
     throw std::invalid_argument("manifest.json does not parse: " + parsed.errors.at(0).message);
-  const rmsnorm::Manifest& m = *parsed.manifest;
+  const op::Manifest& m = *parsed.manifest;
+  if (m.format != 1 || m.variants.size() != 1)
+    throw std::invalid_argument(fmt::format(
+        "manifest.json is format {} with {} variants; the torch export's Python dispatch "
+        "(_dispatch.py) mirrors format 1 only (one entry point per dtype, one dispatch predicate)",
+        m.format, m.variants.size()));
+  const op::When& w = m.variants[0].when;
+  if (w.max_rows || w.max_elements)
+    throw std::invalid_argument("manifest.json's dispatch sets max_rows or max_elements; the torch "
+                                "export's Python dispatch (_dispatch.py) does not check them");
+  return std::move(*parsed.manifest);
+}
+
+} // namespace
+
+std::string render_config_py(const std::string& manifest_text, const json& meta) {
+  const op::Declaration& decl = rmsnorm::declaration();
+  const op::Manifest m = exportable_manifest(manifest_text);
+  const op::Variant& v = m.variants[0];
+  const op::AxisRange& h = v.when.axes.at(static_cast<std::size_t>(decl.axis_index("H")));
+  const auto x_rows = v.when.rows.find(decl.tensor_index("x"));
+  const bool x_contiguous =
+      x_rows != v.when.rows.end() && x_rows->second == op::RowLayout::kContiguous;
   json entry = json::object();
-  for (const auto& [dtype, name] : m.entry_points)
+  for (const auto& [dtype, name] : v.entry_points)
     entry[std::string(dtype_name(dtype))] = name;
   json tol = json::object();
   for (DType d : kAllDTypes)
@@ -204,19 +233,16 @@ std::string render_config_py(const std::string& manifest_text, const json& meta)
   out += fmt::format("CUBIN_SHA256 = {}\nSOURCE_SHA256 = {}\n", py(meta.value("cubin_sha256", "")),
                      py(meta.value("source_sha256", "")));
   out += fmt::format("TARGET = {}\nENTRY_POINTS = {}\n", py(m.target), py(entry));
-  out +=
-      fmt::format("BLOCK_THREADS = {}\nROWS_PER_BLOCK = {}\nGRID = {}\n", m.launch.block_threads,
-                  m.launch.rows_per_block,
-                  py(m.launch.grid == rmsnorm::GridKind::kPersistent ? "persistent" : "per_rows"));
-  out += fmt::format("SMEM_FIXED_BYTES = {}\nSMEM_BYTES_PER_H = {}\n", m.launch.smem_fixed_bytes,
-                     m.launch.smem_bytes_per_h);
-  out += fmt::format(
-      "H_MIN = {}\nH_MAX = {}\nH_MULTIPLE_OF = {}\nX_ROWS = {}\n"
-      "ALIGNMENT_BYTES = {}\n",
-      m.dispatch.h_min, m.dispatch.h_max, m.dispatch.h_multiple_of,
-      py(m.dispatch.x_rows == rmsnorm::RowLayout::kContiguous ? "contiguous" : "any_stride"),
-      m.dispatch.alignment_bytes);
-  out += fmt::format("DISPATCH_TEXT = {}\n", py(rmsnorm::dispatch_predicate_text(m)));
+  out += fmt::format("BLOCK_THREADS = {}\nROWS_PER_BLOCK = {}\nGRID = {}\n", v.launch.block_threads,
+                     v.launch.rows_per_block,
+                     py(v.launch.grid == op::GridKind::kPersistent ? "persistent" : "per_rows"));
+  out += fmt::format("SMEM_FIXED_BYTES = {}\nSMEM_BYTES_PER_H = {}\n", v.launch.smem_fixed_bytes,
+                     v.launch.smem_bytes_per_unit);
+  out += fmt::format("H_MIN = {}\nH_MAX = {}\nH_MULTIPLE_OF = {}\nX_ROWS = {}\n"
+                     "ALIGNMENT_BYTES = {}\n",
+                     h.min, h.max, h.multiple_of, py(x_contiguous ? "contiguous" : "any_stride"),
+                     v.when.alignment_bytes);
+  out += fmt::format("DISPATCH_TEXT = {}\n", py(op::dispatch_predicate_text(decl, m)));
   out += fmt::format("# Per-dtype tolerance: |a-e| <= atol + rtol*|e| per element; per row\n"
                      "# ||a-e||_2 <= row_rtol * max(||e||_2, row_floor).\nTOLERANCE = {}\n",
                      py(tol));
@@ -318,12 +344,12 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
                    {"signature", nullptr},
                    {"signing_key_id", nullptr}}}};
 
-  const auto manifest = rmsnorm::parse_manifest(manifest_text).manifest;
+  const op::Manifest manifest = exportable_manifest(manifest_text);
   json exp = meta;
   exp["kloop_export"] = 1;
   exp["manifest_sha256"] = c->candidate.manifest_sha256;
-  exp["dispatch"] = rmsnorm::dispatch_predicate_text(*manifest);
-  exp["target"] = manifest->target;
+  exp["dispatch"] = op::dispatch_predicate_text(rmsnorm::declaration(), manifest);
+  exp["target"] = manifest.target;
   exp["rollout"] = options.rollout ? options.rollout->to_json() : json(nullptr);
   exp["rollout_recorded_in_store"] = r.rollout_recorded;
   exp["exported_at"] = store::now_iso8601();
@@ -346,7 +372,7 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
       text = replace_all(text, "@PROMOTION_NOTE@",
                          r.promoted ? "Promoted by kloop: every hard gate and the holdout passed."
                                     : "**" + exp["warning"].get<std::string>() + "**");
-      text = replace_all(text, "@TARGET@", manifest->target);
+      text = replace_all(text, "@TARGET@", manifest.target);
       text = replace_all(text, "@DISPATCH@", exp["dispatch"].get<std::string>());
       text = replace_all(text, "@CUBIN_SHA256@", cubin_art->sha256);
     }

@@ -2,9 +2,9 @@
 // session's promoted candidate: the cubin and manifest from the store, a generated _config.py
 // holding the dispatch predicate's values, the contract tolerances and the export's provenance,
 // the embedded Python templates (export_templates/: custom op, fake impl, dispatch predicate
-// mirroring kernels/rmsnorm/wrapper.cpp, reference, autograd routing, kill switch, cuda-python
-// launcher, shadow module), the receipt and export.json. The rollout section of the receipt
-// comes from an explicit rollout file; it is recorded in the store in the evidence of the
+// mirroring kernels/dispatch.cpp for a format-1 manifest, reference, autograd routing, kill switch,
+// cuda-python launcher, shadow module), the receipt and export.json. The rollout section of the
+// receipt comes from an explicit rollout file; it is recorded in the store in the evidence of the
 // session's latest promotion decision (in place: no second decision row, decided_at kept; a
 // rollout it replaces before any signature is kept in `rollouts_replaced`; after a signature
 // another rollout is refused), so `kloop receipt sign` reproduces the exported receipt from the
@@ -86,7 +86,9 @@ TorchExportResult export_torch_package(store::Store& store, std::int64_t session
 
 // The text of the generated _config.py for `manifest_text` (the candidate's manifest.json) and
 // provenance `meta` ({session_id, candidate_id, promoted, status, cubin_sha256, source_sha256}).
-// Throws std::invalid_argument when the manifest does not parse (names the field).
+// Throws std::invalid_argument when the manifest does not parse against weighted_rmsnorm/1 (names
+// the field), or is not a format-1 manifest without max_rows / max_elements (the package's Python
+// dispatch mirrors exactly that predicate).
 std::string render_config_py(const std::string& manifest_text, const nlohmann::json& meta);
 
 } // namespace kloop::agent

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "evaluator/build.h"
+#include "kernels/manifest.h"
+#include "kernels/rmsnorm/operator.h"
 
 int main(int argc, char** argv) {
   using namespace kloop;
@@ -18,7 +20,7 @@ int main(int argc, char** argv) {
   std::stringstream src, man;
   src << std::ifstream(dir + "kernel.cu").rdbuf();
   man << std::ifstream(dir + "manifest.json").rdbuf();
-  auto parsed = rmsnorm::parse_manifest(man.str());
+  auto parsed = op::parse_manifest(rmsnorm::declaration(), man.str());
   if (!parsed.manifest) {
     std::fprintf(stderr, "fixture manifest invalid: %s\n", parsed.errors[0].message.c_str());
     return 1;

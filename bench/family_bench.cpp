@@ -24,9 +24,9 @@
 
 #include "evaluator/build.h"
 #include "evaluator/perf_gates.h"
+#include "kernels/manifest.h"
 #include "kernels/rmsnorm/contract.h"
 #include "kernels/rmsnorm/family.h"
-#include "kernels/rmsnorm/manifest.h"
 #include "kernels/rmsnorm/operator.h"
 
 namespace fs = std::filesystem;
@@ -50,7 +50,7 @@ std::string read(const fs::path& p) {
 
 // Builds `source` with NVRTC outside the sandbox; throws with the build reason on failure.
 std::string build_cubin(const std::string& source, const std::string& manifest_text) {
-  const auto parsed = rmsnorm::parse_manifest(manifest_text);
+  const auto parsed = op::parse_manifest(rmsnorm::declaration(), manifest_text);
   if (!parsed.manifest) throw std::runtime_error("manifest rejected");
   evaluator::BuildOptions options;
   options.sandbox = evaluator::SandboxRequest::kNoSandbox;

@@ -97,11 +97,6 @@ BuildResult build_candidate(std::string_view source, const op::Manifest& manifes
   return build_candidate(source, manifest.target, options);
 }
 
-BuildResult build_candidate(std::string_view source, const rmsnorm::Manifest& manifest,
-                            const BuildOptions& options) {
-  return build_candidate(source, manifest.target, options);
-}
-
 BuildResult build_candidate(std::string_view source, const std::string& target,
                             const BuildOptions& options) {
   BuildResult r;

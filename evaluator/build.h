@@ -15,7 +15,6 @@
 #include "evaluator/sandbox.h"
 #include "evaluator/subprocess.h"
 #include "kernels/manifest.h"
-#include "kernels/rmsnorm/manifest.h"
 
 namespace kloop::evaluator {
 
@@ -95,8 +94,6 @@ std::string cuda_include_dir(const BuildOptions& options);
 BuildResult build_candidate(std::string_view source, const std::string& target,
                             const BuildOptions& options);
 BuildResult build_candidate(std::string_view source, const op::Manifest& manifest,
-                            const BuildOptions& options);
-BuildResult build_candidate(std::string_view source, const rmsnorm::Manifest& manifest,
                             const BuildOptions& options);
 
 } // namespace kloop::evaluator

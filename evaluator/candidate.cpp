@@ -57,7 +57,7 @@ std::size_t first_bad_utf8(std::string_view s) {
 }
 
 void check_text(const std::string& field, std::string_view text, std::uintmax_t file_bytes,
-                std::size_t limit, std::vector<rmsnorm::ManifestError>& out) {
+                std::size_t limit, std::vector<op::ManifestError>& out) {
   if (file_bytes > limit) {
     out.push_back({field, fmt::format("{} is {} bytes; the limit is {} bytes ({} KiB): shorten it",
                                       field, file_bytes, limit, limit / 1024)});
@@ -96,10 +96,9 @@ CandidateLoad load_candidate_dir(const std::string& dir) {
     std::string* text;
     std::uintmax_t* size;
   };
-  for (const File& f :
-       {File{"kernel.cu", rmsnorm::kMaxSourceBytes + 1, &c.source, &c.source_file_bytes},
-        File{"manifest.json", rmsnorm::kMaxManifestBytes + 1, &c.manifest_text,
-             &c.manifest_file_bytes}}) {
+  for (const File& f : {File{"kernel.cu", op::kMaxSourceBytes + 1, &c.source, &c.source_file_bytes},
+                        File{"manifest.json", op::kMaxManifestBytes + 1, &c.manifest_text,
+                             &c.manifest_file_bytes}}) {
     const fs::path p = fs::path(dir) / f.name;
     auto text = fs::is_regular_file(p, ec) ? read_capped(p, f.cap) : std::nullopt;
     if (!text) {
@@ -116,15 +115,15 @@ CandidateLoad load_candidate_dir(const std::string& dir) {
   return out;
 }
 
-std::vector<rmsnorm::ManifestError> check_candidate_bytes(const Candidate& candidate) {
-  std::vector<rmsnorm::ManifestError> out;
+std::vector<op::ManifestError> check_candidate_bytes(const Candidate& candidate) {
+  std::vector<op::ManifestError> out;
   check_text("kernel.cu", candidate.source,
              std::max<std::uintmax_t>(candidate.source_file_bytes, candidate.source.size()),
-             rmsnorm::kMaxSourceBytes, out);
+             op::kMaxSourceBytes, out);
   check_text(
       "manifest.json", candidate.manifest_text,
       std::max<std::uintmax_t>(candidate.manifest_file_bytes, candidate.manifest_text.size()),
-      rmsnorm::kMaxManifestBytes, out);
+      op::kMaxManifestBytes, out);
   return out;
 }
 

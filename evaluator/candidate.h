@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/rmsnorm/manifest.h"
+#include "kernels/manifest.h"
 
 namespace kloop::evaluator {
 
@@ -34,6 +34,6 @@ bool is_valid_utf8(std::string_view bytes);
 
 // Content problems of the two files as contract-gate errors (field "kernel.cu" or
 // "manifest.json"): over the size limit, NUL bytes, invalid UTF-8 (with the byte offset).
-std::vector<rmsnorm::ManifestError> check_candidate_bytes(const Candidate& candidate);
+std::vector<op::ManifestError> check_candidate_bytes(const Candidate& candidate);
 
 } // namespace kloop::evaluator

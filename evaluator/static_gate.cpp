@@ -11,7 +11,6 @@
 #include "evaluator/evidence.h"
 #include "evaluator/static_inspection.h"
 #include "evaluator/subprocess.h"
-#include "kernels/rmsnorm/operator.h"
 
 namespace kloop::evaluator {
 namespace {
@@ -164,13 +163,6 @@ GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
                        const std::string& cubin, const op::Declaration& decl,
                        const op::Manifest& manifest, const std::string& cuda_root) {
   return static_gate(nvrtc_log, ptx, cubin, decl, entry_points_of(manifest), cuda_root);
-}
-
-GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
-                       const std::string& cubin, const rmsnorm::Manifest& manifest,
-                       const std::string& cuda_root) {
-  return static_gate(nvrtc_log, ptx, cubin, rmsnorm::declaration(),
-                     {manifest.entry_points.begin(), manifest.entry_points.end()}, cuda_root);
 }
 
 } // namespace kloop::evaluator

@@ -192,13 +192,9 @@ PtxInspection inspect_ptx(std::string_view ptx, const op::Declaration& decl,
   return inspect_ptx(ptx, decl, entry_points_of(manifest));
 }
 
-PtxInspection inspect_ptx(std::string_view ptx, const rmsnorm::Manifest& manifest) {
-  return inspect_ptx(ptx, rmsnorm::declaration(),
-                     {manifest.entry_points.begin(), manifest.entry_points.end()});
-}
-
-std::vector<PtxFinding> check_ptx(std::string_view ptx, const rmsnorm::Manifest& manifest) {
-  return inspect_ptx(ptx, manifest).findings;
+std::vector<PtxFinding> check_ptx(std::string_view ptx, const op::Declaration& decl,
+                                  const op::Manifest& manifest) {
+  return inspect_ptx(ptx, decl, manifest).findings;
 }
 
 } // namespace kloop::evaluator

@@ -24,7 +24,6 @@
 #include "evaluator/ptx_module.h"
 #include "kernels/declaration.h"
 #include "kernels/manifest.h"
-#include "kernels/rmsnorm/manifest.h"
 
 namespace kloop::evaluator {
 
@@ -94,16 +93,16 @@ struct PtxInspection {
 // Every (dtype, entry point) of every variant of `manifest`, in variant order.
 std::vector<std::pair<DType, std::string>> entry_points_of(const op::Manifest& manifest);
 
-// `entry_points` are checked in order, each name once; the manifest forms list every variant's
-// entry points (op::Manifest) or the format-1 RMSNorm manifest's.
+// `entry_points` are checked in order, each name once; the manifest form lists every variant's
+// entry points (entry_points_of).
 PtxInspection inspect_ptx(std::string_view ptx, const op::Declaration& decl,
                           const std::vector<std::pair<DType, std::string>>& entry_points);
 PtxInspection inspect_ptx(std::string_view ptx, const op::Declaration& decl,
                           const op::Manifest& manifest);
-PtxInspection inspect_ptx(std::string_view ptx, const rmsnorm::Manifest& manifest);
 
-// inspect_ptx(ptx, manifest).findings.
-std::vector<PtxFinding> check_ptx(std::string_view ptx, const rmsnorm::Manifest& manifest);
+// inspect_ptx(ptx, decl, manifest).findings.
+std::vector<PtxFinding> check_ptx(std::string_view ptx, const op::Declaration& decl,
+                                  const op::Manifest& manifest);
 
 // Parses `cuobjdump -sass` output: per function {"local_loads", "local_stores",
 // "widest_global_load_bits", "widest_global_store_bits"}.
@@ -119,13 +118,9 @@ GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
                        const std::string& cubin, const op::Declaration& decl,
                        const std::vector<std::pair<DType, std::string>>& entry_points,
                        const std::string& cuda_root);
-// The same for a candidate of `decl` with `manifest` (every variant's entry points), and for a
-// format-1 weighted_rmsnorm/1 manifest.
+// The same for a candidate of `decl` with `manifest` (every variant's entry points).
 GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
                        const std::string& cubin, const op::Declaration& decl,
                        const op::Manifest& manifest, const std::string& cuda_root);
-GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
-                       const std::string& cubin, const rmsnorm::Manifest& manifest,
-                       const std::string& cuda_root);
 
 } // namespace kloop::evaluator

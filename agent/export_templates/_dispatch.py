@@ -1,4 +1,4 @@
-"""The trusted wrapper's dispatch predicate (kernels/rmsnorm/wrapper.cpp, decide_dispatch),
+"""The trusted wrapper's dispatch predicate (kernels/dispatch.cpp, op::decide_dispatch),
 evaluated on torch tensor metadata in the same order with the same clauses. Values come from
 _config.py, which kloop export generated from the candidate's manifest.json.
 

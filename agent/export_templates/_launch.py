@@ -1,7 +1,7 @@
 """Launches the exported cubin on torch tensors through cuda-python's driver binding
 (cuda.bindings.driver: cuLibraryLoadData, cuLibraryGetKernel, cuKernelGetFunction,
 cuOccupancyMaxActiveBlocksPerMultiprocessor, cuLaunchKernel) on torch's current stream, with the
-trusted wrapper's launch rule (kernels/rmsnorm/wrapper.cpp, plan_launch). Kernel parameters are
+trusted wrapper's launch rule (kernels/dispatch.cpp, op::plan_launch). Kernel parameters are
 passed as an array of addresses of numpy scalars, as in cuda-python's own examples.
 
 Kernel signature (DESIGN.md): ENTRY(const T* x, const T* weight, T* y, long long rows, int H,

@@ -10,7 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "kernels/rmsnorm/manifest.h"
+#include "kernels/manifest.h"
+#include "kernels/rmsnorm/contract.h"
 
 namespace kloop::rmsnorm {
 namespace {
@@ -141,7 +142,7 @@ std::optional<Variant> variant_by_name(std::string_view name) {
 
 int variant_h_max(const Variant& v) {
   if (!v.stage_weight) return kFamilyHMax;
-  const std::int64_t room = kMaxDynamicSmemBytes - static_smem_bytes(v) - kStageFixedBytes;
+  const std::int64_t room = op::kMaxDynamicSmemBytes - static_smem_bytes(v) - kStageFixedBytes;
   return static_cast<int>(std::min<std::int64_t>(kFamilyHMax, room / v.vec_bytes));
 }
 
@@ -149,7 +150,7 @@ std::string emit_manifest(const Variant& v) {
   using nlohmann::ordered_json;
   const bool aligned_only = v.vec_bytes > 0 && !v.peel;
   ordered_json m;
-  m["contract"] = std::string(kContractId);
+  m["contract"] = contract_id();
   m["entry_points"] = {{"float32", "rms_f32"}, {"float16", "rms_f16"}, {"bfloat16", "rms_bf16"}};
   m["launch"] = {{"block_threads", v.block_threads},
                  {"rows_per_block", v.rows_per_block()},

@@ -164,7 +164,8 @@ std::string emit_manifest(const Variant& variant);
 std::string_view embedded_baseline_source();
 
 // Largest H the variant admits: 65536, or less where staged weight copies must fit the 227 KiB
-// shared memory of an sm_90 block (kMaxDynamicSmemBytes in manifest.h, minus static smem).
+// shared memory of an sm_90 block (op::kMaxDynamicSmemBytes in kernels/manifest.h, minus static
+// smem).
 int variant_h_max(const Variant& variant);
 
 } // namespace kloop::rmsnorm

@@ -12,8 +12,10 @@
 #include "evaluator/pipeline.h"
 #include "evaluator/sanitizer.h"
 #include "feedback/feedback.h"
+#include "kernels/manifest.h"
 #include "kernels/rmsnorm/cases.h"
 #include "kernels/rmsnorm/family.h"
+#include "kernels/rmsnorm/operator.h"
 #include "kernels/rmsnorm/reference.h"
 #include "store/hash.h"
 #include "tests/agent/cpu_device.h"
@@ -115,7 +117,7 @@ TEST(FeedbackGolden, IncludeEscapePrintsEachRejectedLine) {
   const std::string source = "#include <cuda_bf16.h>\n#include \"/etc/passwd\"\n"
                              "#include \"../holdout/suite.h\"\n" +
                              kSource;
-  const auto parsed = rmsnorm::parse_manifest(kManifest);
+  const auto parsed = op::parse_manifest(rmsnorm::declaration(), kManifest);
   ASSERT_TRUE(parsed.manifest);
   evaluator::BuildOptions bo;
   const evaluator::BuildResult b = evaluator::build_candidate(source, *parsed.manifest, bo);

@@ -16,7 +16,6 @@
 #include "evaluator/perf_gates.h"
 #include "holdout/holdout.h"
 #include "kernels/manifest.h"
-#include "kernels/rmsnorm/manifest.h"
 #include "kernels/rmsnorm/operator.h"
 #include "store/phase_view.h"
 #include "store/store.h"

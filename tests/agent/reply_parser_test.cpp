@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/reply_parser.h"
-#include "kernels/rmsnorm/manifest.h"
+#include "kernels/manifest.h"
 
 namespace kloop::agent {
 namespace {
@@ -92,7 +92,7 @@ TEST(ReplyParser, HugeReplyIsRejectedBySizeNotScanned) {
 
 TEST(ReplyParser, OversizedKernelBlockIsFormatFailure) {
   std::string big = "```cuda\n__global__ void k() {}\n";
-  big.append(rmsnorm::kMaxSourceBytes + 10, 'a');
+  big.append(op::kMaxSourceBytes + 10, 'a');
   big += "\n```\n```json\n{}\n```\n";
   expect_format_failure(parse_reply(big), "kernel.cu");
 }

@@ -1,35 +1,21 @@
 // `kloop operators`: every registered operator with its contract id and hash, as text and JSON; an
 // unknown operator on another command lists what is registered.
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "kernels/registry.h"
+#include "tests/support/run_command.h"
 
 namespace kloop {
 namespace {
 
-struct Proc {
-  int rc = -1;
-  std::string out;
-};
+using Proc = test_support::CommandResult;
 
+// `kloop ARGS`, stdout and stderr together.
 Proc kloop_run(const std::string& args) {
-  Proc r;
-  const std::string cmd = std::string(KLOOP_BINARY_DIR) + "/bin/kloop " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
-    r.out.append(buf, n);
-  const int st = ::pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return test_support::run_command(test_support::binary_path("kloop") + " " + args + " 2>&1");
 }
 
 TEST(OperatorsCliTest, JsonListsEveryRegisteredOperatorWithItsContractHash) {

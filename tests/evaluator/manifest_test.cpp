@@ -1,15 +1,29 @@
-// Manifest parsing against contract weighted_rmsnorm/1: a good manifest parses; each malformed one
-// gives an error that names the field and the allowed values.
+// Manifest parsing against contract weighted_rmsnorm/1 (op::parse_manifest with RMSNorm's
+// declaration from the registry): a good format-1 manifest parses; each malformed one gives an
+// error that names the field and the allowed values.
 #include <gtest/gtest.h>
+
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/rmsnorm/manifest.h"
+#include "kernels/manifest.h"
+#include "kernels/registry.h"
 
-namespace kloop::rmsnorm {
+namespace kloop::op {
 namespace {
 
 using nlohmann::json;
+
+const Declaration& rms() {
+  const Operator* o = find_operator("rmsnorm");
+  if (o == nullptr) throw std::logic_error("rmsnorm is not registered");
+  return o->declaration();
+}
+
+ManifestParse parse_manifest(std::string_view text) {
+  return op::parse_manifest(rms(), text);
+}
 
 json good() {
   return json::parse(R"({
@@ -46,14 +60,16 @@ TEST(ManifestTest, GoodManifestParsesWithAllFields) {
   m["claimed_target"] = "H100";
   auto r = parse_manifest(m.dump());
   ASSERT_TRUE(r.manifest.has_value()) << (r.errors.empty() ? "" : r.errors[0].message);
-  EXPECT_EQ(r.manifest->entry_points.at(DType::kFloat16), "rms_f16");
-  EXPECT_EQ(r.manifest->entry_points.at(DType::kBFloat16), "rms_bf16");
-  EXPECT_EQ(r.manifest->launch.grid, GridKind::kPersistent);
-  EXPECT_EQ(r.manifest->dispatch.x_rows, RowLayout::kContiguous);
-  EXPECT_EQ(r.manifest->dispatch.alignment_bytes, 16);
+  ASSERT_EQ(r.manifest->variants.size(), 1u);
+  const Variant& v = r.manifest->variants[0];
+  EXPECT_EQ(v.entry_points.at(DType::kFloat16), "rms_f16");
+  EXPECT_EQ(v.entry_points.at(DType::kBFloat16), "rms_bf16");
+  EXPECT_EQ(v.launch.grid, GridKind::kPersistent);
+  EXPECT_EQ(v.when.rows.at(rms().tensor_index("x")), RowLayout::kContiguous);
+  EXPECT_EQ(v.when.alignment_bytes, 16);
   EXPECT_EQ(r.manifest->target, "sm_90a");
   EXPECT_EQ(r.manifest->claimed_target, "H100");
-  EXPECT_NE(dispatch_predicate_text(*r.manifest).find("float16"), std::string::npos);
+  EXPECT_NE(dispatch_predicate_text(rms(), *r.manifest).find("float16"), std::string::npos);
 }
 
 TEST(ManifestTest, UnknownTopLevelKeyIsNamed) {
@@ -161,7 +177,7 @@ TEST(ManifestTest, EntryPointsAreNotLookedUpInSourceText) {
   m["entry_points"]["float32"] = "generated_by_a_macro";
   auto r = parse_manifest(m.dump());
   ASSERT_TRUE(r.manifest.has_value()) << r.errors.at(0).message;
-  EXPECT_EQ(r.manifest->entry_points.at(DType::kFloat32), "generated_by_a_macro");
+  EXPECT_EQ(r.manifest->variants.at(0).entry_points.at(DType::kFloat32), "generated_by_a_macro");
 }
 TEST(ManifestTest, EntryPointNotAnIdentifier) {
   auto m = good();
@@ -201,4 +217,4 @@ TEST(ManifestTest, OversizedManifestIsRejected) {
 }
 
 } // namespace
-} // namespace kloop::rmsnorm
+} // namespace kloop::op

@@ -7,14 +7,24 @@
 
 #include "evaluator/ptx_module.h"
 #include "evaluator/static_inspection.h"
+#include "kernels/rmsnorm/operator.h"
 
 namespace kloop::evaluator {
 namespace {
 
-rmsnorm::Manifest f32_manifest() {
-  rmsnorm::Manifest m;
-  m.entry_points[DType::kFloat32] = "rms_f32";
+// A weighted_rmsnorm/1 manifest of one variant whose float32 entry point is rms_f32.
+op::Manifest f32_manifest() {
+  op::Manifest m;
+  m.variants.emplace_back().entry_points[DType::kFloat32] = "rms_f32";
   return m;
+}
+
+std::vector<PtxFinding> findings_of(std::string_view ptx, const op::Manifest& m) {
+  return check_ptx(ptx, rmsnorm::declaration(), m);
+}
+
+PtxInspection inspection_of(std::string_view ptx, const op::Manifest& m) {
+  return inspect_ptx(ptx, rmsnorm::declaration(), m);
 }
 
 // A module: `decls` at module scope, then rms_f32 (the contract's parameters) with `body`.
@@ -39,7 +49,7 @@ std::vector<std::string> kinds(const std::vector<PtxFinding>& f) {
 }
 
 std::vector<std::string> kinds_of(const std::string& ptx) {
-  return kinds(check_ptx(ptx, f32_manifest()));
+  return kinds(findings_of(ptx, f32_manifest()));
 }
 
 const std::string kCounter = ".visible .global .align 4 .u32 counter;\n";
@@ -48,7 +58,7 @@ const std::string kCounter = ".visible .global .align 4 .u32 counter;\n";
 
 TEST(PtxModuleStateTest, DirectStoreToASymbolIsWritableState) {
   const std::string ptx = module(kCounter, "\tst.global.u32 [counter+4], %r1;\n");
-  const auto f = check_ptx(ptx, f32_manifest());
+  const auto f = findings_of(ptx, f32_manifest());
   ASSERT_EQ(kinds(f), std::vector<std::string>{"module_state"});
   EXPECT_NE(f[0].message.find("'counter'"), std::string::npos) << f[0].message;
   EXPECT_NE(f[0].message.find("st.global.u32"), std::string::npos) << f[0].message;
@@ -74,7 +84,7 @@ TEST(PtxModuleStateTest, AtomicThroughADerivedAddressIsWritableState) {
 TEST(PtxModuleStateTest, AnAddressStoredToMemoryEscapes) {
   const std::string take = "\tmov.u64 %rd1, counter;\n\tcvta.global.u64 %rd2, %rd1;\n";
   const auto f =
-      check_ptx(module(kCounter, take + "\tst.global.u64 [%rd10], %rd2;\n"), f32_manifest());
+      findings_of(module(kCounter, take + "\tst.global.u64 [%rd10], %rd2;\n"), f32_manifest());
   ASSERT_EQ(kinds(f), std::vector<std::string>{"module_state"});
   EXPECT_NE(f[0].message.find("stored to memory"), std::string::npos) << f[0].message;
   // Twin: a value loaded through the address is stored, not the address.
@@ -92,7 +102,7 @@ TEST(PtxModuleStateTest, AnAddressPassedToACallEscapesExceptToAssertAndPrintf) {
   const std::string call_user = "\tmov.u64 %rd1, counter;\n\t{ // callseq 0, 0\n"
                                 "\t.param .b64 param0;\n\tst.param.b64 [param0+0], %rd1;\n"
                                 "\tcall.uni \n\tuse_pointer, \n\t(\n\tparam0\n\t);\n\t}\n";
-  const auto f = check_ptx(module(decls, call_user), f32_manifest());
+  const auto f = findings_of(module(decls, call_user), f32_manifest());
   ASSERT_EQ(kinds(f), std::vector<std::string>{"module_state"});
   EXPECT_NE(f[0].message.find("passed to 'use_pointer'"), std::string::npos) << f[0].message;
   // Twin (the string exemption): a string passed to vprintf is read-only data; only printf itself
@@ -109,7 +119,7 @@ TEST(PtxModuleStateTest, WritesThroughAPointerTableReachTheTargets) {
   const std::string decls =
       kCounter + ".visible .global .align 8 .u64 ptrs[1] = {generic(counter)};\n";
   const std::string load = "\tmov.u64 %rd1, ptrs;\n\tld.global.u64 %rd2, [%rd1];\n";
-  const auto f = check_ptx(module(decls, load + "\tst.u32 [%rd2], %r1;\n"), f32_manifest());
+  const auto f = findings_of(module(decls, load + "\tst.u32 [%rd2], %r1;\n"), f32_manifest());
   ASSERT_EQ(kinds(f), std::vector<std::string>{"module_state"});
   EXPECT_NE(f[0].message.find("'counter'"), std::string::npos) << f[0].message;
   // Twin: the pointer loaded from the table is only read through.
@@ -122,7 +132,7 @@ TEST(PtxModuleStateTest, AnEscapingConstPointerTableLetsItsTargetsBeWritten) {
   const std::string pass = "\tmov.u64 %rd1, table;\n\t{\n\t.param .b64 param0;\n"
                            "\tst.param.b64 [param0+0], %rd1;\n\tcall.uni use_pointer, (param0);\n"
                            "\t}\n";
-  const auto f = check_ptx(module(decls, pass), f32_manifest());
+  const auto f = findings_of(module(decls, pass), f32_manifest());
   ASSERT_EQ(kinds(f), std::vector<std::string>{"module_state"});
   EXPECT_NE(f[0].message.find("stored in 'table'"), std::string::npos) << f[0].message;
   // Twin: the table read in place (ld.const), its target only read through.
@@ -132,7 +142,7 @@ TEST(PtxModuleStateTest, AnEscapingConstPointerTableLetsItsTargetsBeWritten) {
 
 TEST(PtxModuleStateTest, ExternGlobalIsRejectedButExternSharedIsNot) {
   const auto f =
-      check_ptx(module(".extern .global .align 4 .u32 elsewhere;\n", ""), f32_manifest());
+      findings_of(module(".extern .global .align 4 .u32 elsewhere;\n", ""), f32_manifest());
   ASSERT_EQ(kinds(f), std::vector<std::string>{"module_state"});
   EXPECT_NE(f[0].message.find(".extern"), std::string::npos) << f[0].message;
   // Twin: `extern __shared__` dynamic shared memory is per block, never module state.
@@ -160,9 +170,9 @@ TEST(PtxModuleStateTest, ConstAndSharedSymbolsAreNeverModuleState) {
 TEST(PtxModuleStateTest, ReadOnlyDataIsListedAsReadOnly) {
   const std::string decls =
       ".global .align 4 .b8 table[8] = {0, 0, 128, 63, 0, 0, 0, 64};\n" + kCounter;
-  const auto ins =
-      inspect_ptx(module(decls, "\tld.global.f32 %f1, [table];\n\tst.global.u32 [counter], %r1;\n"),
-                  f32_manifest());
+  const auto ins = inspection_of(
+      module(decls, "\tld.global.f32 %f1, [table];\n\tst.global.u32 [counter], %r1;\n"),
+      f32_manifest());
   ASSERT_EQ(ins.module_data.size(), 2u);
   EXPECT_EQ(ins.module_data[0].name, "table");
   EXPECT_FALSE(ins.module_data[0].writable);
@@ -217,7 +227,7 @@ TEST(PtxAbortTest, DeviceAssertIsNamedByItsCallee) {
   const std::string call = "\tmov.u64 %rd1, __unnamed_1;\n\tcvta.global.u64 %rd2, %rd1;\n"
                            "\t{\n\t.param .b64 param0;\n\tst.param.b64 [param0+0], %rd2;\n"
                            "\tcall.uni \n\t__assertfail, \n\t(\n\tparam0\n\t);\n\t}\n";
-  const auto f = check_ptx(module(decls, call), f32_manifest());
+  const auto f = findings_of(module(decls, call), f32_manifest());
   ASSERT_EQ(kinds(f), std::vector<std::string>{"assert"}); // its message string is not state
   EXPECT_NE(f[0].message.find("__assertfail"), std::string::npos);
   EXPECT_NE(f[0].message.find("aborts the CUDA context"), std::string::npos);
@@ -250,11 +260,11 @@ TEST(PtxHeapTest, MallocFreeAndPrintfCallsAreFound) {
 
 TEST(PtxEntryTest, MissingEntryNamesTheKernelsTheModuleDefines) {
   auto m = f32_manifest();
-  m.entry_points[DType::kFloat16] = "rms_f16";
+  m.variants[0].entry_points[DType::kFloat16] = "rms_f16";
   const std::string ptx =
       module("", "") + ".visible .entry _Z7rms_f16PK6__halfS1_PS_xixxf(\n\t.param .u64 p0\n)\n{\n"
                        "\tret;\n}\n";
-  const auto f = check_ptx(ptx, m);
+  const auto f = findings_of(ptx, m);
   ASSERT_EQ(kinds(f), std::vector<std::string>{"missing_entry"});
   EXPECT_EQ(f[0].line, 0);
   const std::string& msg = f[0].message;
@@ -263,13 +273,13 @@ TEST(PtxEntryTest, MissingEntryNamesTheKernelsTheModuleDefines) {
   EXPECT_NE(msg.find("with C++ linkage"), std::string::npos) << msg;
   EXPECT_NE(msg.find("extern \"C\""), std::string::npos) << msg;
   // Twin: the manifest names only what the module has.
-  EXPECT_TRUE(check_ptx(module("", ""), f32_manifest()).empty());
+  EXPECT_TRUE(findings_of(module("", ""), f32_manifest()).empty());
 }
 
 TEST(PtxEntryTest, WrongParameterListIsASignatureFinding) {
   const std::string ptx = ".visible .entry rms_f32(\n\t.param .u64 p0,\n\t.param .u64 p1\n)\n"
                           "{\n\tret;\n}\n";
-  const auto f = check_ptx(ptx, f32_manifest());
+  const auto f = findings_of(ptx, f32_manifest());
   ASSERT_EQ(kinds(f), std::vector<std::string>{"signature"});
   EXPECT_EQ(f[0].line, 1);
   PtxEntry e{"k", 3, {".u64", ".u64", ".u64", ".u64", ".u32", ".u64", ".u64", ".f32"}, ""};
@@ -281,7 +291,7 @@ TEST(PtxEntryTest, WrongParameterListIsASignatureFinding) {
 TEST(PtxEntryTest, KernelsTheManifestDoesNotNameAreListed) {
   const std::string ptx =
       module("", "") + ".weak .entry _ZN3cub6detail11EmptyKernelIvEEvv()\n{\n\tret;\n}\n";
-  const auto ins = inspect_ptx(ptx, f32_manifest());
+  const auto ins = inspection_of(ptx, f32_manifest());
   EXPECT_TRUE(ins.findings.empty());
   ASSERT_EQ(ins.entries.size(), 2u);
   EXPECT_EQ(ins.unlisted_entries, std::vector<std::string>{"_ZN3cub6detail11EmptyKernelIvEEvv"});

@@ -228,7 +228,7 @@ TEST(CandidateBytesTest, NulInvalidUtf8AndOversizeAreNamed) {
   EXPECT_EQ(e[0].field, "manifest.json");
   EXPECT_NE(e[0].message.find("not valid UTF-8"), std::string::npos);
   c.manifest_text = "{}";
-  c.source_file_bytes = rmsnorm::kMaxSourceBytes + 1;
+  c.source_file_bytes = op::kMaxSourceBytes + 1;
   e = check_candidate_bytes(c);
   ASSERT_EQ(e.size(), 1u);
   EXPECT_NE(e[0].message.find("the limit is 262144 bytes"), std::string::npos);

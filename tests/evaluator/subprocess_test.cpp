@@ -9,6 +9,8 @@
 
 #include "evaluator/build.h"
 #include "evaluator/subprocess.h"
+#include "kernels/manifest.h"
+#include "kernels/rmsnorm/operator.h"
 #include "tests/support/test_files.h"
 
 namespace kloop::evaluator {
@@ -55,7 +57,7 @@ using test_support::read_file;
 TEST(SandboxVariantsTest, UnshareAndNoSandboxBuildsAreRecorded) {
   if (!std::filesystem::exists("/usr/local/cuda/include/cuda_fp16.h")) GTEST_SKIP() << "no CUDA";
   const auto dir = std::filesystem::path(KLOOP_SOURCE_DIR) / "tests/evaluator/fixtures/good";
-  auto parsed = rmsnorm::parse_manifest(read_file(dir / "manifest.json"));
+  auto parsed = op::parse_manifest(rmsnorm::declaration(), read_file(dir / "manifest.json"));
   ASSERT_TRUE(parsed.manifest);
   std::vector<std::pair<SandboxRequest, std::string>> kinds = {
       {SandboxRequest::kNoSandbox, "none"}};

@@ -12,8 +12,9 @@
 #include <gtest/gtest.h>
 
 #include "evaluator/static_inspection.h"
-#include "kernels/rmsnorm/manifest.h"
-#include "kernels/rmsnorm/wrapper.h"
+#include "kernels/dispatch.h"
+#include "kernels/manifest.h"
+#include "kernels/rmsnorm/operator.h"
 #include "tests/gpu/family_cases.h"
 #include "tests/gpu/gpu_test_support.h"
 #include "tests/gpu/sanitizer_cases.h"
@@ -47,25 +48,34 @@ TreeCandidate load(const std::string& rel) {
   return load_candidate(tree(rel));
 }
 
-rmsnorm::Manifest manifest_of(const TreeCandidate& c) {
-  const auto mp = rmsnorm::parse_manifest(c.manifest_text);
+const op::Declaration& rms() {
+  return rmsnorm::declaration();
+}
+
+op::Manifest manifest_of(const TreeCandidate& c) {
+  const auto mp = op::parse_manifest(rms(), c.manifest_text);
   if (!mp.manifest) throw std::runtime_error(c.name + ": " + mp.errors.front().message);
   return *mp.manifest;
 }
 
 // A contiguous-storage call as the worker lays it out: tensors at 256-byte-aligned device
 // addresses (cudaMalloc), x rows `x_row_stride` apart, a fresh contiguous y.
-rmsnorm::CallGeometry device_call(DType dtype, std::int64_t rows, std::int64_t h,
-                                  std::int64_t x_row_stride) {
-  rmsnorm::CallGeometry g;
+op::CallGeometry device_call(DType dtype, std::int64_t rows, std::int64_t h,
+                             std::int64_t x_row_stride) {
+  const op::Declaration& d = rms();
+  op::CallGeometry g;
   g.dtype = dtype;
   g.rows = rows;
-  g.h = h;
-  g.x_row_stride = x_row_stride;
-  g.y_row_stride = h;
-  g.x_addr = 0x7f0000000000;
-  g.w_addr = 0x7f0001000000;
-  g.y_addr = 0x7f0002000000;
+  g.axes.assign(d.axes.size(), 0);
+  g.axes.at(static_cast<std::size_t>(d.axis_index("H"))) = h;
+  g.tensors.resize(d.tensors.size());
+  const std::int64_t span = rows <= 0 ? 0 : (rows - 1) * x_row_stride + h;
+  g.tensors.at(static_cast<std::size_t>(d.tensor_index("x"))) = {
+      .addr = 0x7f0000000000, .row_stride = x_row_stride, .span_elements = span};
+  g.tensors.at(static_cast<std::size_t>(d.tensor_index("weight"))) = {.addr = 0x7f0001000000,
+                                                                      .span_elements = h};
+  g.tensors.at(static_cast<std::size_t>(d.tensor_index("y"))) = {
+      .addr = 0x7f0002000000, .row_stride = h, .span_elements = rows * h};
   return g;
 }
 
@@ -77,14 +87,14 @@ TEST_P(GpuArtifactsTest, CubinPtxAndManifestAreWhatTheDeviceTestsNeed) {
   EXPECT_EQ(c.cubin.substr(0, 4), "\x7f"
                                   "ELF")
       << "kernel.cubin is not an ELF image";
-  const rmsnorm::Manifest m = manifest_of(c);
+  const op::Manifest m = manifest_of(c);
   EXPECT_NE(c.ptx.find(".target " + m.target), std::string::npos) << "PTX target " << m.target;
-  for (const auto& [dtype, name] : m.entry_points)
+  for (const auto& [dtype, name] : evaluator::entry_points_of(m))
     EXPECT_NE(c.ptx.find(".entry " + name + "("), std::string::npos)
         << "entry point " << name << " (" << dtype_name(dtype) << ") not in the PTX";
   // The static gate lets it through, so the device tests exercise a candidate the pipeline would
   // give to the device gates.
-  for (const auto& f : evaluator::check_ptx(c.ptx, m))
+  for (const auto& f : evaluator::check_ptx(c.ptx, rms(), m))
     ADD_FAILURE() << "the static gate rejects " << GetParam() << ": " << f.message;
 }
 
@@ -120,14 +130,16 @@ TEST(GpuSanitizerCasesTest, SmallCallsRunEachSanitizedCandidateNotTheReference) 
     rels.push_back("corpus/" + std::string(c.entry));
   bool several_rows_per_block = false;
   for (const std::string& rel : rels) {
-    const rmsnorm::Manifest m = manifest_of(load(rel));
+    const op::Manifest m = manifest_of(load(rel));
     for (const json& call : sanitizer_small_cases()) {
       const DType dtype = parse_dtype(call.at("dtype").get<std::string>()).value();
       const std::int64_t rows = call.at("rows"), h = call.at("h");
-      const auto d = rmsnorm::decide_dispatch(
-          m, device_call(dtype, rows, h, call.at("x_row_stride")), rmsnorm::DeviceInfo{});
-      EXPECT_EQ(d.route, rmsnorm::Route::kCandidate) << rel << " " << call.dump() << ": " << d.why;
-      several_rows_per_block |= rows > 1 && m.launch.rows_per_block > 1;
+      const auto d = op::decide_dispatch(
+          rms(), m, device_call(dtype, rows, h, call.at("x_row_stride")), op::DeviceInfo{});
+      EXPECT_EQ(d.route, op::Route::kCandidate) << rel << " " << call.dump() << ": " << d.why;
+      if (d.route != op::Route::kCandidate) continue;
+      several_rows_per_block |=
+          rows > 1 && m.variants.at(static_cast<std::size_t>(d.variant)).launch.rows_per_block > 1;
     }
   }
   // P15's race needs a block that handles more than one row.
@@ -145,11 +157,11 @@ TEST(GpuFamilyCallsTest, LargeCallsRunTheCandidateAtTheSizesTheDeviceTestClaims)
         << calls[i].name;
   ASSERT_FALSE(family_variants().empty());
   for (const std::string& v : family_variants()) {
-    const rmsnorm::Manifest m = manifest_of(load("family/" + v));
+    const op::Manifest m = manifest_of(load("family/" + v));
     for (const rmsnorm::CaseSpec& s : calls) {
-      const auto d = rmsnorm::decide_dispatch(m, device_call(s.dtype, s.rows(), s.h, s.h),
-                                              rmsnorm::DeviceInfo{});
-      EXPECT_EQ(d.route, rmsnorm::Route::kCandidate) << v << " " << s.name << ": " << d.why;
+      const auto d =
+          op::decide_dispatch(rms(), m, device_call(s.dtype, s.rows(), s.h, s.h), op::DeviceInfo{});
+      EXPECT_EQ(d.route, op::Route::kCandidate) << v << " " << s.name << ": " << d.why;
     }
   }
 }

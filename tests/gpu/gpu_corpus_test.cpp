@@ -7,7 +7,8 @@
 #include <gtest/gtest.h>
 
 #include "evaluator/static_inspection.h"
-#include "kernels/rmsnorm/manifest.h"
+#include "kernels/manifest.h"
+#include "kernels/rmsnorm/operator.h"
 #include "tests/gpu/gpu_test_support.h"
 
 namespace kloop::gputest {
@@ -35,13 +36,14 @@ TEST_P(GpuCorpusTest, EntryGetsItsExpectedVerdictAtItsGate) {
       c.expect.value("pending", false) ||
       (want_gate != "contract" && want_gate != "static" && want_gate != "correctness");
 
-  const rmsnorm::ManifestParse mp = rmsnorm::parse_manifest(c.manifest_text);
+  const op::Declaration& decl = rmsnorm::declaration();
+  const op::ManifestParse mp = op::parse_manifest(decl, c.manifest_text);
   if (!mp.manifest) {
     EXPECT_EQ(want_gate, "contract") << mp.errors.front().message;
     EXPECT_FALSE(want_pass);
     return;
   }
-  const auto findings = evaluator::check_ptx(c.ptx, *mp.manifest);
+  const auto findings = evaluator::check_ptx(c.ptx, decl, *mp.manifest);
   if (!findings.empty()) {
     EXPECT_EQ(want_gate, "static") << findings.front().message;
     EXPECT_FALSE(want_pass);

@@ -4,7 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "kernels/json_read.h"
-#include "kernels/rmsnorm/manifest.h"
+#include "kernels/manifest.h"
+#include "kernels/rmsnorm/operator.h"
 
 namespace kloop {
 namespace {
@@ -43,8 +44,9 @@ TEST(JsonReadTest, SyntaxErrorsAreValues) {
 }
 
 TEST(JsonReadTest, ManifestNumberOverflowIsAFieldError) {
-  const auto parsed = rmsnorm::parse_manifest(
-      R"({"contract":"weighted_rmsnorm/1","launch":{"block_threads":1e999}})");
+  const auto parsed =
+      op::parse_manifest(rmsnorm::declaration(),
+                         R"({"contract":"weighted_rmsnorm/1","launch":{"block_threads":1e999}})");
   EXPECT_FALSE(parsed.manifest);
   ASSERT_EQ(parsed.errors.size(), 1u);
   EXPECT_EQ(parsed.errors[0].field, "launch.block_threads");

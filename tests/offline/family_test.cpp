@@ -8,11 +8,17 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "kernels/manifest.h"
 #include "kernels/rmsnorm/family.h"
-#include "kernels/rmsnorm/manifest.h"
+#include "kernels/rmsnorm/operator.h"
 
 namespace kloop::rmsnorm {
 namespace {
+
+// Index of H in the declaration's axes (op::When::axes is indexed like them).
+std::size_t h_axis() {
+  return static_cast<std::size_t>(declaration().axis_index("H"));
+}
 
 Variant flagship_variant_for_test() {
   return *variant_by_name("v16-tauto-b512-c4-shfl-pers-peel");
@@ -62,29 +68,34 @@ TEST(OfflineFamily, SafeDefaultIsScalarTwoPassAndGeneral) {
   const Variant& d = all_variants().front();
   EXPECT_EQ(d.vec_bytes, 0);
   EXPECT_EQ(d.cached_vecs, 0);
-  auto parsed = parse_manifest(generate(d).manifest_json);
+  auto parsed = op::parse_manifest(declaration(), generate(d).manifest_json);
   ASSERT_TRUE(parsed.manifest) << parsed.errors.front().message;
-  EXPECT_EQ(parsed.manifest->dispatch.h_min, 1);
-  EXPECT_EQ(parsed.manifest->dispatch.h_max, 65536);
-  EXPECT_EQ(parsed.manifest->dispatch.alignment_bytes, 2);
-  EXPECT_EQ(parsed.manifest->dispatch.x_rows, RowLayout::kAnyStride);
+  ASSERT_EQ(parsed.manifest->variants.size(), 1u);
+  const op::When& w = parsed.manifest->variants[0].when;
+  EXPECT_EQ(w.axes.at(h_axis()).min, 1);
+  EXPECT_EQ(w.axes.at(h_axis()).max, 65536);
+  EXPECT_EQ(w.alignment_bytes, 2);
+  const auto x_rows = w.rows.find(declaration().tensor_index("x"));
+  EXPECT_TRUE(x_rows == w.rows.end() || x_rows->second == op::RowLayout::kAnyStride);
 }
 
 TEST(OfflineFamily, EveryManifestParsesAndStatesTheVariant) {
   for (const auto& v : all_variants()) {
     const GeneratedCandidate c = generate(v);
-    auto parsed = parse_manifest(c.manifest_json);
+    auto parsed = op::parse_manifest(declaration(), c.manifest_json);
     ASSERT_TRUE(parsed.manifest) << c.name << ": " << parsed.errors.front().field << ": "
                                  << parsed.errors.front().message;
-    const Manifest& m = *parsed.manifest;
+    ASSERT_EQ(parsed.manifest->variants.size(), 1u) << c.name;
+    const op::Variant& m = parsed.manifest->variants[0];
+    const std::int64_t h_max = m.when.axes.at(h_axis()).max;
     EXPECT_EQ(m.entry_points.size(), 3u) << c.name;
     EXPECT_EQ(m.launch.block_threads, v.block_threads) << c.name;
     EXPECT_EQ(m.launch.rows_per_block, v.rows_per_block()) << c.name;
-    EXPECT_EQ(m.launch.grid == GridKind::kPersistent, v.grid == FamilyGrid::kPersistent);
-    EXPECT_EQ(m.dispatch.alignment_bytes, v.vec_bytes > 0 && !v.peel ? v.vec_bytes : 2) << c.name;
-    EXPECT_EQ(m.dispatch.h_max, variant_h_max(v)) << c.name;
-    EXPECT_EQ(m.launch.smem_bytes_per_h, v.stage_weight ? v.vec_bytes : 0) << c.name;
-    EXPECT_LE(m.launch.dynamic_smem_bytes(m.dispatch.h_max), kMaxDynamicSmemBytes) << c.name;
+    EXPECT_EQ(m.launch.grid == op::GridKind::kPersistent, v.grid == FamilyGrid::kPersistent);
+    EXPECT_EQ(m.when.alignment_bytes, v.vec_bytes > 0 && !v.peel ? v.vec_bytes : 2) << c.name;
+    EXPECT_EQ(h_max, variant_h_max(v)) << c.name;
+    EXPECT_EQ(m.launch.smem_bytes_per_unit, v.stage_weight ? v.vec_bytes : 0) << c.name;
+    EXPECT_LE(m.launch.dynamic_smem_bytes(h_max), op::kMaxDynamicSmemBytes) << c.name;
   }
 }
 

@@ -15,9 +15,9 @@
 
 #include "evaluator/static_inspection.h"
 #include "holdout/holdout.h"
+#include "kernels/manifest.h"
 #include "kernels/rmsnorm/cases.h"
 #include "kernels/rmsnorm/contract.h"
-#include "kernels/rmsnorm/manifest.h"
 #include "kernels/rmsnorm/operator.h"
 #include "mutation/operators.h"
 #include "mutation/search_pool.h"
@@ -186,8 +186,8 @@ TEST(PinnedValuesTest, MutationVocabularyAndBaselineMutantsAreUnchanged) {
 // parameters, int where long long belongs, a double eps) is a signature finding, and so is a
 // ninth or a missing parameter.
 TEST(PinnedValuesTest, StaticGateTakesExactlyTheEightParameterAbi) {
-  rmsnorm::Manifest m;
-  m.entry_points = {{DType::kFloat32, "rms_f32"}};
+  op::Manifest m;
+  m.variants.emplace_back().entry_points = {{DType::kFloat32, "rms_f32"}};
   auto ptx_of = [](const std::vector<std::string>& types) {
     std::string p = ".version 9.0\n.target sm_90\n.address_size 64\n\n.visible .entry rms_f32(\n";
     for (std::size_t i = 0; i < types.size(); ++i)
@@ -197,7 +197,7 @@ TEST(PinnedValuesTest, StaticGateTakesExactlyTheEightParameterAbi) {
   };
   auto signature_findings = [&](const std::vector<std::string>& types) {
     int n = 0;
-    for (const auto& f : evaluator::check_ptx(ptx_of(types), m))
+    for (const auto& f : evaluator::check_ptx(ptx_of(types), rmsnorm::declaration(), m))
       n += f.kind == "signature";
     return n;
   };

@@ -5,9 +5,7 @@
 // (new keys are allowed, changed or missing values are not), and `kloop replay` must re-evaluate
 // every stored candidate.
 #include <sys/stat.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -16,6 +14,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/run_command.h"
+
 namespace kloop {
 namespace {
 
@@ -23,23 +23,12 @@ namespace fs = std::filesystem;
 
 const fs::path kFixtures = fs::path(KLOOP_SOURCE_DIR) / "tests/pins/fixtures";
 
-struct Proc {
-  int rc = -1;
-  std::string out;
-};
+using Proc = test_support::CommandResult;
 
+// `kloop ARGS`, its stdout only (the JSON the tests parse).
 Proc run(const std::string& args) {
-  Proc r;
-  const std::string cmd = std::string(KLOOP_BINARY_DIR) + "/bin/kloop " + args + " 2>/dev/null";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
-    r.out.append(buf, n);
-  const int st = ::pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return test_support::run_command(test_support::binary_path("kloop") + " " + args +
+                                   " 2>/dev/null");
 }
 
 // Every value of `recorded` is in `live` unchanged: objects may have gained keys, arrays keep their

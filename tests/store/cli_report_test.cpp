@@ -16,32 +16,22 @@
 #include "store/sqlite.h"
 #include "store/store.h"
 #include "tests/store/fixture.h"
+#include "tests/support/run_command.h"
 
 namespace kloop::store {
 namespace {
 
 using testing::TempDir;
 
-struct Proc {
-  int rc = -1;
-  std::string out;
-};
+using Proc = test_support::CommandResult;
 
+// `cmd` through /bin/sh, stdout and stderr together.
 Proc sh(const std::string& cmd) {
-  Proc r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0)
-    r.out.append(buf, n);
-  const int st = ::pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return test_support::run_command(cmd + " 2>&1");
 }
 
 std::string bin(const char* name) {
-  return std::string(KLOOP_BINARY_DIR) + "/bin/" + name;
+  return test_support::binary_path(name);
 }
 
 std::string read(const std::string& path) {

@@ -244,6 +244,39 @@ TEST(TorchExport, PromotedSessionWritesPackageWithManifestValuesAndIdenticalCubi
             rollout().to_json());
 }
 
+// The package's Python dispatch mirrors one format-1 predicate: a format-2 manifest and a format-1
+// dispatch with max_rows are refused with the reason, not exported with a predicate that would
+// send calls to the kernel that the C++ wrapper sends to the reference.
+TEST(TorchExport, ConfigRefusesManifestsThePythonDispatchCannotMirror) {
+  json two = json::parse(kManifest);
+  const json launch = two["launch"];
+  const json entries = two["entry_points"];
+  for (const char* k : {"launch", "entry_points", "dispatch"})
+    two.erase(k);
+  two["format"] = 2;
+  two["variants"] = json::array({{{"name", "only"},
+                                  {"when", {{"h_max", 16384}}},
+                                  {"entry_points", entries},
+                                  {"launch", launch}}});
+  try {
+    (void)agent::render_config_py(two.dump(), json::object());
+    ADD_FAILURE() << "a format-2 manifest was rendered";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("format 2 with 1 variants"), std::string::npos)
+        << e.what();
+  }
+  json capped = json::parse(kManifest);
+  capped["dispatch"]["max_rows"] = 1024;
+  try {
+    (void)agent::render_config_py(capped.dump(), json::object());
+    ADD_FAILURE() << "a dispatch with max_rows was rendered";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("max_rows"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(agent::render_config_py(kManifest, json::object()).find("H_MIN = 256"),
+            std::string::npos);
+}
+
 TEST(TorchExport, RefusesUnpromotedSessionUnlessAllowedAndThenSaysSo) {
   TempDir t;
   auto st = store::Store::open((t.dir() / "store").string());

@@ -3,7 +3,7 @@
 metadata, without torch: a stand-in `torch` module gives the few names the predicate reads
 (dtypes, Tensor, cuda.get_device_capability) and tensors carry only metadata (shape, strides in
 elements, dtype, data_ptr in bytes, element_size). Used by tests/wrapper/dispatch_parity_test.cpp,
-which compares every answer with the C++ predicate (kernels/rmsnorm/wrapper.cpp).
+which compares every answer with the C++ predicate (kernels/dispatch.cpp, op::decide_dispatch).
 
 usage: dispatch_parity.py PACKAGE_PARENT CALLS_JSON
 CALLS_JSON: [{"shape": [...], "strides": [...], "dtype": "float32", "x_ptr": N, "w_stride": N,

@@ -1,9 +1,10 @@
 // The Python copy of the dispatch predicate (agent/export_templates/_dispatch.py, as `kloop export`
 // embeds it, with the _config.py `kloop export` renders from the manifest) gives the C++
-// predicate's answer (kernels/rmsnorm/wrapper.cpp, decide_dispatch): the same route and the same
-// reason, on the predicate's boundaries and views, for several manifests. The Python side runs the
-// package file unchanged through tests/wrapper/dispatch_parity.py (a metadata stand-in for torch,
-// so no torch is needed); python3 is in scripts/bootstrap.sh's package list.
+// predicate's answer (kernels/dispatch.cpp, op::decide_dispatch with RMSNorm's declaration): the
+// same route and the same reason, on the predicate's boundaries and views, for several manifests.
+// The Python side runs the package file unchanged through tests/wrapper/dispatch_parity.py (a
+// metadata stand-in for torch, so no torch is needed); python3 is in scripts/bootstrap.sh's package
+// list.
 #include <unistd.h>
 
 #include <fstream>
@@ -14,10 +15,12 @@
 
 #include "agent/torch_export.h"
 #include "evaluator/subprocess.h"
-#include "kernels/rmsnorm/wrapper.h"
+#include "kernels/dispatch.h"
+#include "kernels/manifest.h"
+#include "kernels/rmsnorm/operator.h"
 #include "tests/support/test_files.h"
 
-namespace kloop::rmsnorm {
+namespace kloop::op {
 namespace {
 
 namespace fs = std::filesystem;
@@ -67,8 +70,13 @@ DispatchDecision cpp_decision(const Manifest& m, const Call& c) {
   DeviceInfo dev;
   dev.cc_major = c.cc_major;
   dev.cc_minor = c.cc_minor;
+  const Declaration& d = rmsnorm::declaration();
+  const CallArgs args{{x, w}, {ScalarArg::of(1e-6)}};
+  const Validated v = rmsnorm::operator_instance().validate(args);
+  EXPECT_TRUE(v.ok()) << (v.error ? v.error->message : "");
   return decide_dispatch(
-      m, call_geometry(x, w, kX + c.offset * es, kW + c.w_offset * es, kY + c.y_shift), dev);
+      d, m, call_geometry(d, args, v, {kX + c.offset * es, kW + c.w_offset * es, kY + c.y_shift}),
+      dev);
 }
 
 json python_call(const Call& c) {
@@ -180,7 +188,7 @@ TEST_P(DispatchParityTest, PythonPredicateGivesTheCppRouteAndReason) {
   ASSERT_EQ(::access("/usr/bin/python3", X_OK), 0)
       << "python3 is missing (scripts/bootstrap.sh installs it)";
   const std::string manifest = GetParam();
-  const auto parsed = parse_manifest(manifest);
+  const auto parsed = parse_manifest(rmsnorm::declaration(), manifest);
   ASSERT_TRUE(parsed.manifest) << parsed.errors.front().message;
   const std::vector<Call> calls = calls_on_every_clause();
   const json py = python_decisions(manifest, calls);
@@ -218,4 +226,4 @@ TEST(DispatchParityOnlyPythonTest, Sm90CubinOnAnotherMajorVersionGoesToTheRefere
 }
 
 } // namespace
-} // namespace kloop::rmsnorm
+} // namespace kloop::op
