@@ -3,6 +3,8 @@
 
 #include <chrono>
 
+#include "agent/http_provider.h"
+
 namespace kloop::agent {
 namespace {
 
@@ -50,16 +52,22 @@ std::optional<nlohmann::json> find_report_json(std::string_view text) {
   return found;
 }
 
-std::string render_reply(const rmsnorm::GeneratedCandidate& c) {
+OfflineProvider::OfflineProvider(const op::Operator& op, std::uint64_t seed)
+    : generator_(op.offline_generator(seed)) {
+  if (!generator_)
+    throw ProviderConfigError(std::string("--provider offline: operator ") +
+                              std::string(op.cli_name()) + " (" + op.contract_id() +
+                              ") has no offline kernel family; use an HTTP provider");
+}
+
+std::string render_reply(const op::OfflineCandidate& c) {
   return "Offline family variant " + c.name + ".\n\n" + c.rationale + "\n\n```cuda\n" +
          c.kernel_cu + "```\n\n```json\n" + c.manifest_json + "```\n";
 }
 
 ProviderResponse OfflineProvider::respond(const ProviderRequest& request,
-                                          const rmsnorm::PolicyDecision& decision, bool report_seen,
+                                          const op::OfflineCandidate& candidate, bool report_seen,
                                           std::chrono::steady_clock::time_point start) const {
-  const rmsnorm::GeneratedCandidate candidate =
-      rmsnorm::generate(decision.variant, decision.rationale);
   ProviderResponse out;
   out.outcome = ProviderOutcome::kOk;
   out.text = render_reply(candidate);
@@ -83,8 +91,7 @@ ProviderResponse OfflineProvider::complete(const ProviderRequest& request) {
   observed_.clear();
   if (!report && request.iteration > 0 && !request.messages.empty())
     report = find_report_json(request.messages.back().content);
-  const rmsnorm::PolicyDecision decision = policy_.next(report ? &*report : nullptr);
-  return respond(request, decision, report.has_value(), start);
+  return respond(request, generator_->next(report ? &*report : nullptr), report.has_value(), start);
 }
 
 std::vector<ProviderResponse>
@@ -96,10 +103,10 @@ OfflineProvider::complete_batch(const std::vector<ProviderRequest>& requests) {
   std::vector<const nlohmann::json*> seen;
   for (const auto& r : reports)
     seen.push_back(&r);
-  const auto decisions = policy_.next_batch(seen, static_cast<int>(requests.size()));
+  const auto candidates = generator_->next_batch(seen, static_cast<int>(requests.size()));
   std::vector<ProviderResponse> out;
   for (std::size_t i = 0; i < requests.size(); ++i)
-    out.push_back(respond(requests[i], decisions[i], !reports.empty(), start));
+    out.push_back(respond(requests[i], candidates.at(i), !reports.empty(), start));
   return out;
 }
 

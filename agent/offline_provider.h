@@ -1,7 +1,8 @@
 // The offline provider ("offline", the default generator): no network, no model. Each call asks
-// the offline policy (kernels/rmsnorm/family_policy.h) for the next variant of the built-in kernel
-// family, given the previous public report, and replies like a model would: a short rationale, one
-// ```cuda block (kernel.cu) and one ```json block (manifest.json). The previous report comes from
+// the operator's offline generator (kernels/offline_generator.h: its kernel family and policy,
+// e.g. kernels/rmsnorm/family_policy.h) for the next family member, given the previous public
+// report, and replies like a model would: a short rationale, one ```cuda block (kernel.cu) and
+// one ```json block (manifest.json). The previous report comes from
 // observe_report() when the loop passes it, else from the last JSON object with a "gates" array in
 // the request's last user message (the rendered feedback). Deterministic for a seed.
 #pragma once
@@ -16,18 +17,19 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/provider.h"
-#include "kernels/rmsnorm/family.h"
-#include "kernels/rmsnorm/family_policy.h"
+#include "kernels/offline_generator.h"
+#include "kernels/operator.h"
 
 namespace kloop::agent {
 
 class OfflineProvider : public Provider {
 public:
-  explicit OfflineProvider(std::uint64_t seed) : policy_(seed) {}
+  // Throws ProviderConfigError naming the operator when it has no offline family.
+  OfflineProvider(const op::Operator& op, std::uint64_t seed);
   std::string name() const override { return "offline"; }
   // Always kOk (the generator cannot fail on valid variants); usage is zero tokens.
   ProviderResponse complete(const ProviderRequest& request) override;
-  // `--candidates-per-iteration` K > 1: K distinct variants at once (OfflinePolicy::next_batch),
+  // `--candidates-per-iteration` K > 1: K distinct members at once (OfflineGenerator::next_batch),
   // from every report observed since the last call (the previous iteration's K candidates).
   std::vector<ProviderResponse>
   complete_batch(const std::vector<ProviderRequest>& requests) override;
@@ -35,13 +37,14 @@ public:
   // iteration, in its order; used by the next call instead of searching the prompt text.
   void observe_report(const nlohmann::json& report) { observed_.push_back(report); }
   void observe_public_report(const nlohmann::json& report) override { observe_report(report); }
-  const rmsnorm::OfflinePolicy& policy() const { return policy_; }
+  // The names of the family members served so far, oldest first.
+  std::vector<std::string> history() const { return generator_->history(); }
 
 private:
-  // The reply for one decision of the policy.
-  ProviderResponse respond(const ProviderRequest& request, const rmsnorm::PolicyDecision& decision,
+  // The reply for one generated candidate.
+  ProviderResponse respond(const ProviderRequest& request, const op::OfflineCandidate& candidate,
                            bool report_seen, std::chrono::steady_clock::time_point start) const;
-  rmsnorm::OfflinePolicy policy_;
+  std::unique_ptr<op::OfflineGenerator> generator_;
   std::vector<nlohmann::json> observed_;
 };
 
@@ -50,6 +53,6 @@ private:
 std::optional<nlohmann::json> find_report_json(std::string_view text);
 
 // A model-style reply for a generated candidate: rationale, ```cuda block, ```json block.
-std::string render_reply(const rmsnorm::GeneratedCandidate& candidate);
+std::string render_reply(const op::OfflineCandidate& candidate);
 
 } // namespace kloop::agent

@@ -1,10 +1,12 @@
-// `kloop checker-coverage rmsnorm`: mutation analysis of the evaluator (mutation/). Mutants of the
-// in-tree baseline go through the same gates as any candidate; survivors run the holdout suite
-// and a killing-input search. Prints the report (table or --json), stores it (--store), and
+// `kloop checker-coverage OP` (rmsnorm, softmax): mutation analysis of the evaluator
+// (mutation/). Mutants of the operator's in-tree baseline (its mutation vocabulary, unless
+// --operators names rules) go through the same gates as any candidate; survivors run the holdout
+// suite and a killing-input search. Prints the report (table or --json), stores it (--store), and
 // writes or checks the recorded score (--record / --check-record). Exit codes: 0 done (and not
 // weaker than the record), 1 the score fell below the record, 2 usage (bad flag, unknown
 // operator, unreadable or mismatched record), 3 could not finish (no device: mutants not run;
 // infrastructure fault).
+#include <algorithm>
 #include <cstdio>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 #include "app/work_root.h"
 #include "evaluator/candidate.h"
 #include "evaluator/subprocess.h"
+#include "kernels/registry.h"
 #include "mutation/operators.h"
 #include "mutation/runner.h"
 #include "mutation/store_report.h"
@@ -58,8 +61,18 @@ int usage(const std::string& message) {
 
 int run_coverage(const CoverageArgs& a) {
   if (a.list) {
+    // With an operator: its vocabulary only; without: every rule.
+    const op::Operator* named = nullptr;
+    try {
+      if (!a.op.empty()) named = &resolve_operator(a.op);
+    } catch (const UsageError& e) {
+      return usage(e.what());
+    }
+    const std::vector<std::string> mine =
+        named ? mutation::vocabulary(named->contract_id()) : std::vector<std::string>{};
     for (const auto& o : mutation::operators())
-      std::printf("%-22s %s\n", std::string(o.name).c_str(), std::string(o.doc).c_str());
+      if (!named || std::find(mine.begin(), mine.end(), o.name) != mine.end())
+        std::printf("%-24s %s\n", std::string(o.name).c_str(), std::string(o.doc).c_str());
     return kExitOk;
   }
   const op::Operator* op = nullptr;
@@ -71,7 +84,8 @@ int run_coverage(const CoverageArgs& a) {
   const std::vector<std::string> ops = split_csv(a.operators);
   if (!a.operators.empty() && ops.empty())
     return usage("--operators '" + a.operators +
-                 "' names no operator; leave it out for all, or --list-operators prints the names");
+                 "' names no operator; leave it out for the operator's vocabulary, or "
+                 "--list-operators prints the names");
   for (const std::string& o : ops)
     if (!mutation::is_operator(o))
       return usage("unknown mutation operator '" + o +
@@ -134,8 +148,14 @@ int run_coverage(const CoverageArgs& a) {
   auto loaded = evaluator::load_candidate_dir(baseline_dir);
   if (!loaded.candidate) return usage(loaded.error);
 
-  const std::vector<mutation::Mutant> mutants =
-      mutation::select_mutants(loaded.candidate->source, ops, a.max_per_operator, a.max_mutants);
+  // No --operators: the operator's own vocabulary (mutation::vocabulary; "all" in the record).
+  const std::vector<std::string> vocabulary = mutation::vocabulary(op->contract_id());
+  if (ops.empty() && vocabulary.empty())
+    return usage(fmt::format("{} has no mutation vocabulary (mutation/operators.cpp); name rules "
+                             "with --operators",
+                             op->contract_id()));
+  const std::vector<mutation::Mutant> mutants = mutation::select_mutants(
+      loaded.candidate->source, ops.empty() ? vocabulary : ops, a.max_per_operator, a.max_mutants);
   mutation::WorkerBackendOptions bo;
   bo.op = op;
   const WorkRoot work_root; // $TMPDIR of this run; a killed run's is removed by the next kloop
@@ -220,11 +240,13 @@ void register_checker_coverage(CLI::App& app, int& exit_code) {
       "Mutation analysis of the evaluator: mutants of the in-tree baseline through every gate, the "
       "holdout and a killing-input search; mutation score = killed / admissible. Exit: 0 done, 1 "
       "score below --check-record, 2 usage, 3 could not finish (no device)");
-  sub->add_option("op", a->op, "Operator (rmsnorm)");
-  sub->add_flag("--list-operators", a->list, "Print the mutation operators and exit");
+  sub->add_option("op", a->op, "Operator (kloop operators lists them)");
+  sub->add_flag("--list-operators", a->list,
+                "Print the mutation operators (of OP's vocabulary, when given) and exit");
   sub->add_option("--store", a->store_dir, "Store the report in this store directory");
   sub->add_flag("--json", a->json, "Print the report as one JSON document");
-  sub->add_option("--operators", a->operators, "Comma-separated operator names (default: all)");
+  sub->add_option("--operators", a->operators,
+                  "Comma-separated mutation operator names (default: OP's vocabulary)");
   sub->add_option("--max-mutants", a->max_mutants,
                   "Cap on mutants, round-robin over operators "
                   "(default 0: no cap)");
@@ -244,13 +266,14 @@ void register_checker_coverage(CLI::App& app, int& exit_code) {
   sub->add_flag("--with-benchmark", a->with_benchmark,
                 "Also run the benchmark and roofline gates per mutant (slow)");
   sub->add_option("--baseline", a->baseline_dir,
-                  "Candidate folder to mutate (default: kernels/rmsnorm/baseline)");
+                  "Candidate folder to mutate (default: kernels/OP/baseline)");
   sub->add_option("--record", a->record, "Write the score record to this JSON file");
   sub->add_option("--check-record", a->check_record,
                   "Exit 1 when the score falls below the one in this record file");
   sub->callback([a, &exit_code] {
     if (!a->list && a->op.empty()) {
-      std::fprintf(stderr, "kloop checker-coverage: the operator is required (rmsnorm)\n");
+      std::fprintf(stderr, "kloop checker-coverage: the operator is required (%s)\n",
+                   op::operator_names().c_str());
       exit_code = kExitUsage;
       return;
     }

@@ -163,9 +163,9 @@ std::vector<agent::ReplayRecord> replay_records(store::Store& st, std::int64_t i
 
 // `st` is needed by (and only by) the replay provider; the others are built before the store is
 // opened, so a provider that is not configured (no API key) leaves no store behind.
-std::unique_ptr<agent::Provider> make_provider(const OptimizeArgs& a, store::Store* st,
-                                               agent::Budget* budget) {
-  if (a.provider == "offline") return std::make_unique<agent::OfflineProvider>(a.seed);
+std::unique_ptr<agent::Provider> make_provider(const OptimizeArgs& a, const op::Operator& op,
+                                               store::Store* st, agent::Budget* budget) {
+  if (a.provider == "offline") return std::make_unique<agent::OfflineProvider>(op, a.seed);
   if (a.provider == "replay") {
     if (a.replay_session <= 0)
       throw agent::ProviderConfigError(
@@ -458,7 +458,7 @@ int run_optimize(OptimizeArgs a) {
   // Every provider but replay (which reads the store) is configured before the store is created.
   const auto build_provider = [&]() -> int {
     try {
-      provider = make_provider(a, st ? &*st : nullptr, &budget);
+      provider = make_provider(a, *op, st ? &*st : nullptr, &budget);
     } catch (const agent::ProviderConfigError& e) {
       std::fprintf(stderr, "kloop optimize: %s\n", e.what());
       return kExitUsage;

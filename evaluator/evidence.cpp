@@ -329,11 +329,12 @@ std::optional<CaseEvidence> read_case(const json& j, const std::string& path, Pr
   text(j, "case", path, p, c.name);
   text(j, "reason", path, p, c.reason);
   if (const json* spec = find(j, "spec")) {
-    try {
-      c.spec = rmsnorm::CaseSpec::from_json(*spec);
-    } catch (const std::invalid_argument& e) {
-      p.push_back(fmt::format("{}: {}", join(path, "spec"), e.what()));
-    }
+    // Read by its operator where it is described (op::Operator::describe_case, feedback).
+    if (spec->is_object() || spec->is_null())
+      c.spec = *spec;
+    else
+      p.push_back(
+          fmt::format("{}: expected an object, got {}", join(path, "spec"), spec->type_name()));
   }
   if (const json* cmp = find(j, "comparison"))
     c.comparison = read_comparison(*cmp, join(path, "comparison"), p);

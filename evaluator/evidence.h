@@ -26,7 +26,6 @@
 
 #include "evaluator/sanitizer.h"
 #include "evaluator/static_inspection.h"
-#include "kernels/rmsnorm/cases.h"
 
 namespace kloop::evaluator::evidence {
 
@@ -112,7 +111,7 @@ struct ComparisonEvidence {
 struct CaseEvidence {
   bool pass = false;
   std::string name;
-  std::optional<rmsnorm::CaseSpec> spec; // nullopt for ad-hoc inputs
+  nlohmann::json spec; // the case spec JSON of the operator's suite; null for ad-hoc inputs
   std::string reason;
   std::optional<ComparisonEvidence> comparison; // when values were compared
 };

@@ -8,7 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "kernels/rmsnorm/contract.h"
+#include "kernels/case_layout.h"
+#include "kernels/registry.h"
 
 namespace kloop::feedback::detail {
 
@@ -22,9 +23,7 @@ std::string num(double v) {
 }
 
 std::string value_text(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  return fmt::format("{:.9g}", v);
+  return op::value_text(v);
 }
 
 std::string source_line(std::string_view source, long line) {
@@ -76,13 +75,6 @@ double ulp_distance(DType dtype, double expected, double actual) {
 }
 
 namespace {
-
-std::string dims(const std::vector<std::int64_t>& v) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < v.size(); ++i)
-    out += (i ? ", " : "") + std::to_string(v[i]);
-  return out + "]";
-}
 
 std::string status_line(const GateResult& g) {
   std::string out = fmt::format("- {}: {}", g.name, evaluator::gate_status_name(g.status));
@@ -164,47 +156,21 @@ std::string static_section(const GateResult& g) {
 
 namespace {
 
-std::string eps_text(const rmsnorm::EpsScalar& e) {
-  switch (e.kind) {
-  case rmsnorm::EpsScalar::Kind::kFloat:
-    return value_text(e.value);
-  case rmsnorm::EpsScalar::Kind::kInt:
-    return "the integer " + e.text;
-  case rmsnorm::EpsScalar::Kind::kOther:
-    return "a " + e.text;
-  }
-  return "?";
-}
-
-// "x: bfloat16, outer shape [3], H 129, layout sliced_gaps: strides [260, 1], storage offset 0
-// elements" and the weight / values / eps line of a case.
-std::string case_inputs(const rmsnorm::CaseSpec& s) {
-  const rmsnorm::XViewLayout v = rmsnorm::x_view_layout(s);
-  std::string out = fmt::format(
-      "  x: {}, outer shape {}, H {}, layout {}: shape {}, strides {} (elements), storage offset "
-      "{}",
-      dtype_name(s.dtype), dims(s.outer), s.h, rmsnorm::layout_kind_name(s.layout), dims(v.shape),
-      dims(v.strides), v.offset);
-  if (s.layout == rmsnorm::LayoutKind::kSlicedGaps) out += fmt::format(", gap {}", s.gap);
-  out += "\n";
-  out += fmt::format("  values: {}; weight: {} (storage offset {}); eps {}\n",
-                     rmsnorm::value_family_name(s.values), rmsnorm::weight_family_name(s.weight),
-                     s.weight_offset, eps_text(s.eps));
-  if (s.invalid != rmsnorm::InvalidKind::kNone)
-    out += fmt::format("  an invalid call ({}): it must raise the declared error\n",
-                       rmsnorm::invalid_kind_name(s.invalid));
-  return out;
-}
-
 // "flat index 128 (row 0, column 128)" of the [rows, H] output.
 std::string element_at(std::int64_t index, std::int64_t h) {
   if (h <= 0) return fmt::format("flat index {}", index);
   return fmt::format("flat index {} (row {}, column {})", index, index / h, index % h);
 }
 
-std::string comparison_lines(const ev::ComparisonEvidence& c, const rmsnorm::CaseSpec* spec) {
+// The failing case as its operator describes it, with the tolerance of its dtype.
+struct DescribedCase {
+  op::CaseDescription d;
+  op::Tolerance tol;
+};
+
+std::string comparison_lines(const ev::ComparisonEvidence& c, const DescribedCase* spec) {
   std::string out;
-  const std::int64_t h = spec ? spec->h : 0;
+  const std::int64_t h = spec ? spec->d.width : 0;
   if (c.nonfinite_mismatches > 0)
     out += fmt::format("  first non-finite mismatch at {}; {} such element(s) (NaN/Inf position "
                        "or sign, or a non-finite output where the reference is finite)\n",
@@ -215,11 +181,12 @@ std::string comparison_lines(const ev::ComparisonEvidence& c, const rmsnorm::Cas
                     value_text(c.worst_expected), value_text(c.worst_actual));
     const double err = std::abs(c.worst_actual - c.worst_expected);
     if (spec) {
-      const rmsnorm::Tolerance t = rmsnorm::tolerance_for(spec->dtype);
+      const op::Tolerance& t = spec->tol;
+      const DType dt = spec->d.dtype;
       out += fmt::format("  error {} = {} ULP of {} at the expected value; tolerance atol {} + "
                          "rtol {} * |expected| = {} there",
-                         num(err), num(ulp_distance(spec->dtype, c.worst_expected, c.worst_actual)),
-                         dtype_name(spec->dtype), num(t.atol), num(t.rtol),
+                         num(err), num(ulp_distance(dt, c.worst_expected, c.worst_actual)),
+                         dtype_name(dt), num(t.atol), num(t.rtol),
                          num(t.atol + t.rtol * std::abs(c.worst_expected)));
       out += fmt::format("; {} element(s) over it\n", c.tolerance_violations);
     } else {
@@ -228,24 +195,57 @@ std::string comparison_lines(const ev::ComparisonEvidence& c, const rmsnorm::Cas
     }
   }
   std::string row;
-  if (spec) {
-    const rmsnorm::Tolerance t = rmsnorm::tolerance_for(spec->dtype);
-    row = fmt::format(" (row {}; allowed {})", c.worst_ratio_row, num(t.row_rtol));
-  }
+  if (spec) row = fmt::format(" (row {}; allowed {})", c.worst_ratio_row, num(spec->tol.row_rtol));
   out += fmt::format("  figures: max abs err {}, max rel err {}, worst row relative error {}{}\n",
                      num(c.max_abs_err), num(c.max_rel_err), num(c.worst_row_ratio), row);
   return out;
 }
 
-std::string failing_case(const ev::CaseEvidence& c) {
+// The operator whose contract the correctness evidence names ("reference_sha256" is the contract
+// hash), else the first registered operator that reads the spec; nullptr when none does.
+const op::Operator* operator_of(const GateResult& g, const nlohmann::json& spec) {
+  if (const auto it = g.evidence.find("reference_sha256");
+      it != g.evidence.end() && it->is_string())
+    for (const op::Operator* o : op::operators())
+      if (o->contract_sha256() == it->get<std::string>()) return o;
+  for (const op::Operator* o : op::operators()) {
+    try {
+      (void)o->describe_case(spec);
+      return o;
+    } catch (const std::exception&) {
+    }
+  }
+  return nullptr;
+}
+
+// The case as its operator describes it; nullopt for ad-hoc inputs or a spec no operator reads
+// (noted in `p`).
+std::optional<DescribedCase> describe(const GateResult& g, const ev::CaseEvidence& c,
+                                      ev::Problems& p) {
+  if (!c.spec.is_object()) return std::nullopt;
+  const op::Operator* o = operator_of(g, c.spec);
+  try {
+    if (!o) throw std::invalid_argument("no registered operator reads this case spec");
+    DescribedCase out{o->describe_case(c.spec), {}};
+    const std::vector<int> written = op::written_tensors(o->declaration());
+    out.tol = o->tolerance(out.d.dtype, written.empty() ? 0 : written.front());
+    return out;
+  } catch (const std::exception& e) {
+    p.push_back(std::string("first_failure.spec: ") + e.what());
+    return std::nullopt;
+  }
+}
+
+std::string failing_case(const GateResult& g, const ev::CaseEvidence& c, ev::Problems& p) {
+  const std::optional<DescribedCase> spec = describe(g, c, p);
   std::string out = "first failing public case: " + (c.name.empty() ? "(ad-hoc inputs)" : c.name);
-  if (c.spec) out += " (family " + c.spec->family + ")";
+  if (spec) out += " (family " + spec->d.family + ")";
   out += "\n";
-  if (c.spec) out += case_inputs(*c.spec);
+  if (spec) out += spec->d.inputs;
   out += "  failed rule: " + (c.reason.empty() ? std::string("(no reason recorded)") : c.reason) +
          "\n";
   if (c.comparison && !c.comparison->pass)
-    out += comparison_lines(*c.comparison, c.spec ? &*c.spec : nullptr);
+    out += comparison_lines(*c.comparison, spec ? &*spec : nullptr);
   return out;
 }
 
@@ -265,7 +265,7 @@ std::string correctness_section(const GateResult& g) {
                        c.fault->cuda_error, c.fault->where,
                        c.fault->case_name.empty() ? "?" : c.fault->case_name);
   if (c.first_failure && !c.first_failure->pass) {
-    out += failing_case(*c.first_failure);
+    out += failing_case(g, *c.first_failure, p);
   } else if (!c.fault) {
     out += g.reason.empty() ? std::string("no failing case recorded\n") : g.reason + "\n";
     if (!c.in_flight_case.empty() && g.status != GateStatus::kFail)

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,6 +21,7 @@
 #include "kernels/call.h"
 #include "kernels/declaration.h"
 #include "kernels/dtype.h"
+#include "kernels/offline_generator.h"
 
 namespace kloop::op {
 
@@ -39,6 +41,28 @@ struct BenchShape {
   // "65536x4096 bfloat16": rows, then the variable axes in declaration order, then the dtype.
   std::string label(const Declaration& decl) const;
   bool operator==(const BenchShape&) const = default;
+};
+
+// The operator's own paragraphs of the contract prompt (prompts/templates/contract.txt); the
+// rest of that prompt comes from the contract document and the declaration.
+struct PromptText {
+  // Follows "Accuracy: " and precedes the tolerance: what the outputs are compared against.
+  std::string accuracy_intro;
+  // Follows the tolerance: what it accepts from honest kernels and what it rejects, and how a
+  // failure is reported.
+  std::string accuracy_notes;
+  // An example manifest.json for this operator (JSON text, the keys its manifest schema names).
+  std::string example_manifest;
+};
+
+// One case of a suite in words, for the feedback on a failing case (feedback/sections.cpp).
+struct CaseDescription {
+  std::string family; // the spec's grouping, e.g. "widths"
+  DType dtype = DType::kFloat32;
+  std::int64_t width = 0; // the row axis's value: a flat output index is row * width + column
+  // Lines (two-space indent, each ending in '\n') naming the inputs: shapes, layout with strides
+  // and offset, value family, scalars, and an invalid call's kind.
+  std::string inputs;
 };
 
 class Operator {
@@ -95,6 +119,21 @@ public:
   virtual std::vector<nlohmann::json> search_pool(std::uint64_t seed, int cases,
                                                   int holdout_style_cases,
                                                   std::int64_t max_case_elements) const = 0;
+
+  // The case a spec describes, in words (feedback); throws std::invalid_argument like
+  // materialize() for a spec that is not one of this operator's.
+  virtual CaseDescription describe_case(const nlohmann::json& spec) const = 0;
+
+  // The operator's paragraphs of the contract prompt.
+  virtual PromptText prompt_text() const = 0;
+
+  // --- the offline generator (`--provider offline`) ---
+  // A fresh generator of this operator's offline family seeded with `seed`, or nullptr when the
+  // operator has none (the offline provider then refuses the operator, naming it).
+  virtual std::unique_ptr<OfflineGenerator> offline_generator(std::uint64_t seed) const {
+    (void)seed;
+    return nullptr;
+  }
 
   std::string_view name() const { return declaration().name; }   // "weighted_rmsnorm"
   std::string contract_id() const { return declaration().id(); } // "weighted_rmsnorm/1"

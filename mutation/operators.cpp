@@ -110,35 +110,49 @@ SiteFinder conversion_sites(std::string format) {
   };
 }
 
+// The contract ids whose vocabularies hold a rule (kernels/<name>/ baselines it is written for).
+const std::vector<std::string_view> kRms = {"weighted_rmsnorm/1"};
+const std::vector<std::string_view> kSoftmax = {"row_softmax/1"};
+const std::vector<std::string_view> kBoth = {"weighted_rmsnorm/1", "row_softmax/1"};
+
 struct OperatorDef {
   OperatorInfo info;
   SiteFinder sites;
+  std::vector<std::string_view> contracts;
 };
 
 const std::vector<OperatorDef>& table() {
   static const std::vector<OperatorDef> defs = {
       {{"barrier-remove", "delete one __syncthreads() (P15: race in a shared-memory reduction)"},
-       regex_sites({{R"(__syncthreads\(\);)", "/* barrier removed */"}})},
+       regex_sites({{R"(__syncthreads\(\);)", "/* barrier removed */"}}),
+       kBoth},
       {{"barrier-move", "move one __syncthreads() above the previous statement of its block, so "
                         "producers write after the barrier (P15)"},
-       barrier_move_sites},
+       barrier_move_sites,
+       kBoth},
       {{"relational-flip", "'<' becomes '<=' in a loop bound or mask over vectors, rows, lanes or "
                            "warps, and '<=' becomes '<' in a path-selection bound (P9, P16)"},
        regex_sites({{R"( < (nv|rows|units|nwarps|kWarp|G / kWarp)\b)", " <= $1"},
-                    {R"(([\w\)]) <= )", "$1 < "}})},
+                    {R"(([\w\)]) <= )", "$1 < "}}),
+       kBoth},
       {{"row-overrun", "'< H' becomes '<= H': read or write one element past the row (P16)"},
-       regex_sites({{R"( < H\b)", " <= H"}})},
+       regex_sites({{R"( < H\b)", " <= H"}}),
+       kRms},
       {{"bound-plus-one", "a loop bound over vectors, rows or warps grows by one (P16)"},
-       regex_sites({{R"( < (nv|rows|nwarps)\b)", " < $1 + 1"}})},
+       regex_sites({{R"( < (nv|rows|nwarps)\b)", " < $1 + 1"}}),
+       kBoth},
       {{"bound-minus-one", "a loop bound shrinks by one, or a halving loop stops one step early "
                            "(P9: the last element, row or shuffle step is skipped)"},
-       regex_sites({{R"( < (nv|H|rows|nwarps)\b)", " < $1 - 1"}, {R"(\b(\w+) > 0;)", "$1 > 1;"}})},
+       regex_sites({{R"( < (nv|H|rows|nwarps)\b)", " < $1 - 1"}, {R"(\b(\w+) > 0;)", "$1 > 1;"}}),
+       kBoth},
       {{"tail-padding", "the padding of a masked tail load becomes 1 instead of the additive "
                         "identity 0 (P9)"},
-       regex_sites({{R"((\?[^:;]*): 0\.f\b)", "$1: 1.f"}})},
+       regex_sites({{R"((\?[^:;]*): 0\.f\b)", "$1: 1.f"}}),
+       kRms},
       {{"stride-as-width", "one row address uses H where the row stride belongs (P7: rows that "
                            "are not contiguous)"},
-       regex_sites({{R"( \* (xs|ys)\b)", " * H"}})},
+       regex_sites({{R"( \* (xs|ys)\b)", " * H"}}),
+       kRms},
       {{"stride-as-width-all", "every row address uses H where the row stride belongs (P7)"},
        [](const Lines& lines) {
          static const std::regex p(R"( \* (xs|ys)\b)");
@@ -152,38 +166,96 @@ const std::vector<OperatorDef>& table() {
          }
          return edits.empty() ? std::vector<std::vector<LineEdit>>{}
                               : std::vector<std::vector<LineEdit>>{edits};
-       }},
+       },
+       kRms},
       {{"narrow-offset-32", "a 64-bit row offset (row * stride) is narrowed to 32 bits "
                             "(overflows past 2^31 elements)"},
-       regex_sites({{R"(\b(\w+) \* (xs|ys)\b)", "static_cast<int>($1 * $2)"}})},
+       regex_sites({{R"(\b(\w+) \* (xs|ys)\b)", "static_cast<int>($1 * $2)"}}),
+       kBoth},
       {{"eps-drop", "eps is left out of rsqrt(mean + eps) (P12: all-zero rows give NaN)"},
-       regex_sites({{R"( \+ eps\))", ")"}})},
+       regex_sites({{R"( \+ eps\))", ")"}}),
+       kRms},
       {{"eps-hardcode", "eps is replaced by the constant 1e-5 (P12: eps ignored)"},
-       regex_sites({{R"( \+ eps\))", " + 1e-5f)"}})},
+       regex_sites({{R"( \+ eps\))", " + 1e-5f)"}}),
+       kRms},
       {{"divide-rounded-width", "the mean divides by H rounded up to a multiple of 32 (P9)"},
-       regex_sites({{R"(static_cast<float>\(H\))", "static_cast<float>((H + 31) / 32 * 32)"}})},
+       regex_sites({{R"(static_cast<float>\(H\))", "static_cast<float>((H + 31) / 32 * 32)"}}),
+       kRms},
       {{"skip-weight-fp32", "one weight multiply is skipped for float32 only (P6: degenerate "
                             "weights would hide it)"},
-       regex_sites({{R"((\* |= )to_f\((we?\[\w+\])\))", "$1(sizeof(T) == 4 ? 1.f : to_f($2))"}})},
+       regex_sites({{R"((\* |= )to_f\((we?\[\w+\])\))", "$1(sizeof(T) == 4 ? 1.f : to_f($2))"}}),
+       kRms},
       {{"half-accumulation", "one sum of squares is rounded to half precision at each step (P11: "
                              "fp16 accumulator overflow)"},
        regex_sites({{R"((\w+) = fmaf\(([^,]+), ([^,]+), (\w+)\);)",
                      "$1 = __half2float(__float2half_rn(fmaf($2, $3, $4)));"},
                     {R"((\w+) \+= (vec_sumsq<T>\(.*\));)",
-                     "$1 = __half2float(__float2half_rn($1 + $2));"}})},
+                     "$1 = __half2float(__float2half_rn($1 + $2));"}}),
+       kRms},
       {{"scrub-nonfinite", "a load conversion replaces NaN and Inf by 0 (P4)"},
-       conversion_sites("$1return isfinite($2) ? ($2) : 0.f;")},
+       conversion_sites("$1return isfinite($2) ? ($2) : 0.f;"),
+       kBoth},
       {{"clamp-nonfinite", "a load conversion clamps to +-3e38, so Inf becomes finite and NaN "
                            "becomes -3e38 (P4)"},
-       conversion_sites("$1return fminf(fmaxf($2, -3.0e38f), 3.0e38f);")},
+       conversion_sites("$1return fminf(fmaxf($2, -3.0e38f), 3.0e38f);"),
+       kBoth},
       {{"module-scope-state", "an entry point counts its calls in a writable static variable "
                               "(P3: state carried across calls)"},
-       regex_sites({{R"(^(\s*)(rms_impl<.*\);)$)",
-                     "$1{ static unsigned long long kloop_calls = 0; kloop_calls += 1; } $2"}})},
+       regex_sites({{R"(^(\s*)((rms|softmax)_impl<.*\);)$)",
+                     "$1{ static unsigned long long kloop_calls = 0; kloop_calls += 1; } $2"}}),
+       kBoth},
       {{"hardcode-width", "a public width (4096) replaces H at an entry point or in the mean "
                           "(P9: incorrect shape branches)"},
        regex_sites({{R"(rows, H, x_row_stride)", "rows, 4096, x_row_stride"},
-                    {R"(static_cast<float>\(H\))", "4096.f"}})},
+                    {R"(static_cast<float>\(H\))", "4096.f"},
+                    {R"(rows, N, x_row_stride)", "rows, 4096, x_row_stride"}}),
+       kBoth},
+      // row_softmax/1's own idioms (kernels/softmax/family_emit.cpp, the baseline's body).
+      {{"softmax-no-max", "exponents are taken against 0 instead of the row max: exp(x) / "
+                          "sum(exp(x)) overflows for large logits"},
+       regex_sites({{R"(return m == neg_inf\(\) \? 0\.f : m;)", "return 0.f;"}}),
+       kSoftmax},
+      {{"softmax-no-shift-guard", "exponents are taken against the running max even while it "
+                                  "is -inf: -inf - (-inf) = NaN poisons a row that starts with "
+                                  "-inf elements (masked logits)"},
+       regex_sites({{R"(return m == neg_inf\(\) \? 0\.f : m;)", "return m;"}}),
+       kSoftmax},
+      {{"softmax-max-from-zero", "the running max starts at 0 instead of -inf: rows of large "
+                                 "negative logits underflow to 0 / 0"},
+       regex_sites({{R"(Stat st\{neg_inf\(\), 0\.f\};)", "Stat st{0.f, 0.f};"},
+                    {R"(float m = neg_inf\(\);)", "float m = 0.f;"}}),
+       kSoftmax},
+      {{"softmax-no-rescale", "the running sum is not rescaled when the max grows (a stale "
+                              "normaliser)"},
+       regex_sites({{R"(return m_old == m_new \? 1\.f : __expf\(.*\);)", "return 1.f;"}}),
+       kSoftmax},
+      {{"softmax-half-sum", "one sum of exponentials is rounded to half precision at each step "
+                            "(P11: a 16-bit accumulator)"},
+       regex_sites(
+           {{R"((\w+) \+= (__expf\(.*\));)", "$1 = __half2float(__float2half_rn($1 + $2));"}}),
+       kSoftmax},
+      {{"softmax-skip-tail-sum", "the scalar tail of a row is left out of the sum (P9, P16)"},
+       regex_sites({{R"(absorb_one\(st, to_f\(xr\[j\]\)\);)", "/* tail not summed */;"},
+                    {R"(s \+= __expf\(to_f\(xr\[j\]\) - sh\);)", "/* tail not summed */;"}}),
+       kSoftmax},
+      {{"softmax-zero-masked-rows", "an all -inf row is written as zeros (a \"safe softmax\"), "
+                                    "not the NaN torch.softmax gives"},
+       regex_sites(
+           {{R"(const float inv = 1\.f / s;)", "const float inv = s > 0.f ? 1.f / s : 0.f;"}}),
+       kSoftmax},
+      {{"softmax-stride-as-width", "one row address uses N where the row stride belongs (P7: rows "
+                                   "that are not contiguous)"},
+       regex_sites({{R"(\(x \+ r \* xs(, y \+ r \* ys, n, t,))", "(x + r * n$1"},
+                    {R"((, y \+ r) \* ys(, n, t,))", "$1 * n$2"}}),
+       kSoftmax},
+      {{"softmax-row-overrun", "'< n' becomes '<= n' in a loop over a row's tail: one element "
+                               "past the row (P16)"},
+       regex_sites({{R"( < n;)", " <= n;"}}),
+       kSoftmax},
+      {{"softmax-unit-overrun", "'< nu' becomes '<= nu' in a loop over a row's vectors: one "
+                                "vector past the row (P16)"},
+       regex_sites({{R"( < nu\b)", " <= nu"}}),
+       kSoftmax},
   };
   return defs;
 }
@@ -225,6 +297,14 @@ const std::vector<OperatorInfo>& operators() {
     return v;
   }();
   return infos;
+}
+
+std::vector<std::string> vocabulary(std::string_view contract_id) {
+  std::vector<std::string> out;
+  for (const OperatorDef& d : table())
+    if (std::find(d.contracts.begin(), d.contracts.end(), contract_id) != d.contracts.end())
+      out.emplace_back(d.info.name);
+  return out;
 }
 
 bool is_operator(std::string_view name) {

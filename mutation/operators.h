@@ -3,9 +3,10 @@
 // kernel generator gets wrong (a missing barrier, an off-by-one bound, the width where the row
 // stride belongs, ...). Sites are found by line-wise regular expressions over the source with
 // comments stripped, so the enumeration is deterministic for given bytes: a mutant is named by
-// its operator and site index and carries the line edits that produce it. Mutants are meant for
-// the in-tree baseline (kernels/rmsnorm/baseline/kernel.cu) but any source works; an operator
-// without sites in a source simply yields none.
+// its operator and site index and carries the line edits that produce it. Each rule is written for
+// the source idioms of one or more kloop operators' in-tree baselines (kernels/<name>/baseline):
+// an operator's vocabulary (vocabulary()) is what `kloop checker-coverage <name>` applies by
+// default; any source works, and a rule without sites in a source simply yields none.
 #pragma once
 
 #include <cstddef>
@@ -42,8 +43,14 @@ struct OperatorInfo {
   std::string_view doc;
 };
 
-// Every operator, in report order.
+// Every operator of every vocabulary, in report order (names are unique).
 const std::vector<OperatorInfo>& operators();
+// The names of the rules written for the operator with contract id `contract_id` (in report
+// order): weighted_rmsnorm/1's are the rules of issue 9 (this file's history), row_softmax/1's the
+// shared ones (barriers, bounds, 32-bit offsets, non-finite scrubbing, module state, a hard-coded
+// width) plus its own (max, shift guard, rescaling, 16-bit sum, tail, masked rows, stride, row
+// and vector overruns). Empty for an operator without one.
+std::vector<std::string> vocabulary(std::string_view contract_id);
 // True when `name` is an operator name.
 bool is_operator(std::string_view name);
 

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "kernels/manifest.h"
+#include "kernels/registry.h"
+
 #include "prompts/renderer.h"
 #include "prompts/templates.h"
 
@@ -18,13 +21,13 @@ const nlohmann::json& need(const nlohmann::json& contract, const char* key,
   auto it = contract.find(key);
   if (it == contract.end())
     throw PromptError(fmt::format("contract JSON has no \"{}\"; the contract prompt needs it "
-                                  "(kernels/rmsnorm/contract.cpp)",
+                                  "(the operator's kernels/<name>/contract.cpp)",
                                   key));
   const bool ok =
       type == nlohmann::json::value_t::number_integer ? it->is_number() : it->type() == type;
   if (!ok)
     throw PromptError(fmt::format("contract JSON key \"{}\" is a {}, expected another type; fix "
-                                  "kernels/rmsnorm/contract.cpp",
+                                  "the operator's kernels/<name>/contract.cpp",
                                   key, it->type_name()));
   return *it;
 }
@@ -67,7 +70,47 @@ std::string render_tolerance(const nlohmann::json& tol) {
   return out;
 }
 
+// "never write to x or weight, and never alias them." from the declaration's input tensors.
+std::string input_rule(const op::Declaration& d) {
+  std::vector<std::string> names;
+  for (const op::Tensor& t : d.tensors)
+    if (t.role == op::Role::kInput) names.push_back(t.name);
+  std::string list;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    list += (i == 0 ? "" : (i + 1 == names.size() ? " or " : ", ")) + names[i];
+  if (names.empty()) return "never alias the inputs.";
+  return fmt::format("never write to {}, and never alias {}.", list,
+                     names.size() == 1 ? "it" : "them");
+}
+
+// "y" (the written tensors, joined with " and ").
+std::string outputs_of(const op::Declaration& d) {
+  std::string out;
+  for (int t : op::written_tensors(d))
+    out += (out.empty() ? "" : " and ") + d.tensors[static_cast<std::size_t>(t)].name;
+  return out;
+}
+
+// "fixed_bytes + bytes_per_h * H": the launch rule's shared-memory formula in the declaration's
+// names.
+std::string smem_rule(const op::Declaration& d) {
+  const int ra = d.row_axis();
+  if (ra < 0) return "fixed_bytes";
+  const std::string& axis = d.axes[static_cast<std::size_t>(ra)].name;
+  return fmt::format("fixed_bytes + bytes_per_{} * {}", op::key_name(axis), axis);
+}
+
+const op::Operator& operator_of(const std::string& id) {
+  const op::Operator* op = op::find_operator(id);
+  if (!op)
+    throw PromptError(fmt::format("contract JSON \"id\" = \"{}\" is no registered operator ({})",
+                                  id, op::operator_names()));
+  return *op;
+}
+
 } // namespace
+
+PromptBuilder::PromptBuilder(const op::Operator& op) : PromptBuilder(op.contract()) {}
 
 PromptBuilder::PromptBuilder(const nlohmann::json& contract) {
   validate_templates();
@@ -77,6 +120,8 @@ PromptBuilder::PromptBuilder(const nlohmann::json& contract) {
   std::string dtypes;
   for (const auto& d : need(contract, "dtypes", vt::array))
     dtypes += (dtypes.empty() ? "" : ", ") + (d.is_string() ? d.get<std::string>() : d.dump());
+  const op::Operator& op = operator_of(id);
+  const op::PromptText text = op.prompt_text();
   system_ = render(template_text("system"), {{"contract_id", id}}, "system");
   contract_ = render(template_text("contract"),
                      {{"operator", str(contract, "operator")},
@@ -87,9 +132,15 @@ PromptBuilder::PromptBuilder(const nlohmann::json& contract) {
                       {"semantics", bullet_lines(need(contract, "formula", vt::array), "formula")},
                       {"output_rules", str(contract, "output")},
                       {"non_finite", str(contract, "non_finite")},
+                      {"accuracy_intro", text.accuracy_intro},
                       {"tolerance", render_tolerance(need(contract, "tolerance", vt::object))},
+                      {"accuracy_notes", text.accuracy_notes},
+                      {"input_rule", input_rule(op.declaration())},
+                      {"outputs", outputs_of(op.declaration())},
                       {"kernel_signature", str(contract, "kernel_signature")},
                       {"manifest_schema", need(contract, "manifest_schema", vt::object).dump(2)},
+                      {"example_manifest", text.example_manifest},
+                      {"smem_rule", smem_rule(op.declaration())},
                       {"format_instruction", kFormatInstruction}},
                      "contract");
   // Render the feedback template once now so a problem surfaces at start-up.

@@ -14,7 +14,9 @@ const std::map<std::string, std::set<std::string>, std::less<>>& declared_sets()
       {"system", {"contract_id"}},
       {"contract",
        {"operator", "contract_id", "signature", "dtypes", "inputs", "semantics", "output_rules",
-        "non_finite", "tolerance", "kernel_signature", "manifest_schema", "format_instruction"}},
+        "non_finite", "accuracy_intro", "tolerance", "accuracy_notes", "input_rule", "outputs",
+        "kernel_signature", "manifest_schema", "example_manifest", "smem_rule",
+        "format_instruction"}},
       {"feedback", {"iteration", "iterations_left", "verdict", "feedback", "format_instruction"}},
   };
   return kSets;

@@ -286,6 +286,17 @@ if [ -d "$bundle/rows_merge" ] && [ "${ROWS_MERGE_RUN:-1}" = 1 ]; then
   done
 fi
 
+# row_softmax/1 against F.softmax and torch.compile (SOFTMAX_COMPARE=1): the in-tree softmax
+# baseline's cubin (built for gpu_softmax_test) on the contract's sweep, or SOFTMAX_POINTS
+# ("dtype:rows:n ..."), with the copy ceiling, into softmax-compare.txt.
+if [ "${SOFTMAX_COMPARE:-0}" = 1 ]; then
+  # shellcheck disable=SC2086
+  PYTHONUNBUFFERED=1 timeout "${SOFTMAX_COMPARE_TIMEOUT:-300}" python3 bench/compare_torch.py \
+    kernels/softmax/baseline --cubin "$bundle/corpus/softmax/baseline/kernel.cubin" --samples 20 \
+    --with-copy ${SOFTMAX_POINTS:+--points $SOFTMAX_POINTS} >"$out/softmax-compare.txt" 2>&1 ||
+    echo "compare_torch exit $?" >>"$out/softmax-compare.txt"
+fi
+
 # Offline-family variants staged with FAMILY_VARIANTS: each request folder runs the benchmark
 # gate's protocol against the baseline (bench/family_bench.cpp); the summary is family.txt. Then
 # NCU_SHAPES ("dtype:rows:h ...") profiles the baseline and every staged variant on those shapes
@@ -377,7 +388,12 @@ fi
 # the record's selection; 0, the default, skips it: gpu_checker_coverage_test below is the same
 # check; CC_ARGS adds flags). The recorded selection took 448 s on the H200 (2026-11-29 run 4) and
 # 400 s as gpu_checker_coverage_test (2026-11-30 call 2).
+# CC_OP picks the operator (default rmsnorm; softmax's record is
+# tests/gpu/checker_coverage_record_softmax.json, recorded with CHECKER_COVERAGE=record CC_OP=softmax).
 cc=${CHECKER_COVERAGE:-0}
+ccop=${CC_OP:-rmsnorm}
+ccrec=tests/gpu/checker_coverage_record.json
+[ "$ccop" = rmsnorm ] || ccrec=tests/gpu/checker_coverage_record_$ccop.json
 if [ "$cc" != 0 ]; then
   ccdir=/tmp/kloop-checker
   rm -rf "$ccdir" && mkdir -p "$ccdir"
@@ -385,13 +401,13 @@ if [ "$cc" != 0 ]; then
   elif [ "$cc" = run ]; then ccflag=() # the selection of CC_ARGS alone; no record read or written
   else
     # the record's own selection, or --check-record refuses the run as a different selection
-    rec=tests/gpu/checker_coverage_record.json
+    rec=$ccrec
     ccflag=(--check-record "$rec" --max-per-operator
       "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["selection"]["max_per_operator"])' "$rec")")
   fi
   start=$(date +%s)
   LD_LIBRARY_PATH=$bundle/lib timeout "${CC_TIMEOUT:-560}" "$bundle/bin/kloop" checker-coverage \
-    rmsnorm --json --jobs "${CC_JOBS:-4}" --store "$ccdir/store" "${ccflag[@]}" ${CC_ARGS:-} \
+    "$ccop" --json --jobs "${CC_JOBS:-4}" --store "$ccdir/store" "${ccflag[@]}" ${CC_ARGS:-} \
     >"$ccdir/checker_coverage.json" 2>"$ccdir/checker_coverage.log"
   echo "checker-coverage exit $? in $(( $(date +%s) - start ))s" >>"$ccdir/checker_coverage.log"
   tar czf "$out/checker.tgz" -C /tmp kloop-checker

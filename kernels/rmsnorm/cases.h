@@ -15,20 +15,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/case_layout.h"
 #include "kernels/rmsnorm/reference.h"
 #include "kernels/tensor.h"
 
 namespace kloop::rmsnorm {
 
-// How x is laid out in its storage. Strides are in elements.
-enum class LayoutKind {
-  kContiguous,    // row-major
-  kTransposed,    // built as a contiguous [H, outer...] tensor then permuted (last stride != 1)
-  kSlicedGaps,    // the first outer dim's stride grows by `gap` elements (qkv[:, :2048] style)
-  kStorageOffset, // contiguous at storage offset `offset` (>= 1; buf[1:] style)
-  kExpanded,      // the first outer dim has stride 0 (base[:1].expand(...))
-  k3d,            // contiguous with a multi-dimensional outer shape (same as kContiguous)
-};
+// How x is laid out in its storage (shared with every operator's cases: kernels/case_layout.h).
+using LayoutKind = op::LayoutKind;
 enum class ValueFamily {
   kNormal,          // N(0, 1) approximately
   kZeros,           // all zeros
@@ -70,7 +64,7 @@ enum class InvalidKind {
   kEpsHugeInt,
 };
 
-std::string_view layout_kind_name(LayoutKind kind);
+using op::layout_kind_name;
 std::string_view value_family_name(ValueFamily family);
 std::string_view weight_family_name(WeightFamily family);
 std::string_view invalid_kind_name(InvalidKind kind);
@@ -112,12 +106,14 @@ CaseInputs materialize(const CaseSpec& spec);
 // (kTransposed: the h dim's stride is rows; kSlicedGaps: the first outer dim's stride has `gap`
 // extra elements; kExpanded: the first outer dim's stride is 0), storage offset, and the storage
 // length it needs. Pure arithmetic on the spec; allocates nothing.
-struct XViewLayout {
-  std::vector<std::int64_t> shape, strides;
-  std::int64_t offset = 0;
-  std::int64_t storage_elements = 0;
-};
+using XViewLayout = op::RowsViewLayout;
 XViewLayout x_view_layout(const CaseSpec& spec);
+
+// The inputs of a case in words (the feedback on a failing case, op::Operator::describe_case):
+// "  x: bfloat16, outer shape [3], H 129, layout sliced_gaps: shape [3, 129], strides [132, 1]
+// (elements), storage offset 0, gap 3", then the values, weight and eps line and, for an invalid
+// call, its kind.
+std::string describe_inputs(const CaseSpec& spec);
 
 // The public suite for all three dtypes (a few tens of millions of elements in total, so the CPU
 // reference runs in seconds). Includes the CASES.md inputs (P5, P7-P12, P15) and invalid calls.
@@ -145,15 +141,7 @@ std::vector<CaseSpec> holdout_cases(std::uint64_t seed, int cases, std::int64_t 
 std::vector<CaseSpec> search_pool_cases(std::uint64_t seed, int cases, int holdout_style_cases,
                                         std::int64_t max_case_elements);
 
-// The deterministic PRNG (xoshiro256** seeded through splitmix64).
-class Rng {
-public:
-  explicit Rng(std::uint64_t seed);
-  std::uint64_t next();
-  double uniform(); // [0, 1) with 53 random bits
-  double normal();  // Irwin-Hall(12) - 6: mean 0, variance 1, |value| <= 6
-private:
-  std::uint64_t s_[4];
-};
+// The deterministic PRNG (kernels/case_layout.h).
+using Rng = op::Rng;
 
 } // namespace kloop::rmsnorm

@@ -21,36 +21,8 @@ double sign(Rng& rng) {
   return (rng.next() & 1) ? -1.0 : 1.0;
 }
 
-std::int64_t product(const std::vector<std::int64_t>& v, std::size_t from = 0) {
-  std::int64_t p = 1;
-  for (std::size_t i = from; i < v.size(); ++i)
-    p *= v[i];
-  return p;
-}
-
-// Fills every storage element with NaN, so that a kernel reading a gap produces a visible NaN.
-void fill_storage_nan(const HostTensor& t) {
-  const std::int64_t n = static_cast<std::int64_t>(t.storage_bytes().size() / t.element_bytes());
-  HostTensor flat = t.as_strided({n}, {1}, 0);
-  for (std::int64_t i = 0; i < n; ++i)
-    flat.set(i, std::numeric_limits<float>::quiet_NaN());
-}
-
-HostTensor make_x_view(const CaseSpec& s) {
-  XViewLayout v = x_view_layout(s);
-  HostTensor x = HostTensor::strided(static_cast<std::size_t>(v.storage_elements), to_dl(s.dtype),
-                                     std::move(v.shape), std::move(v.strides), v.offset);
-  fill_storage_nan(x);
-  return x;
-}
-
-// splitmix64 finaliser: a fixed per-channel / per-row hash that does not consume the value stream.
-std::uint64_t mix64(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+using op::fill_storage_nan;
+using op::mix64;
 
 double subnormal_magnitude(Rng& rng, DType dtype) {
   // Largest subnormal: float32/bfloat16 2^-126 (1.18e-38), float16 2^-14 (6.1e-5).
@@ -160,41 +132,7 @@ HostTensor make_weight(const CaseSpec& s, Rng& rng) {
 } // namespace
 
 XViewLayout x_view_layout(const CaseSpec& s) {
-  XViewLayout v;
-  v.shape = s.outer;
-  v.shape.push_back(s.h);
-  const std::int64_t rows = s.rows();
-  const std::size_t nd = v.shape.size();
-  v.strides = contiguous_strides(v.shape);
-  v.offset = s.offset;
-  v.storage_elements = s.offset + s.numel();
-  switch (s.layout) {
-  case LayoutKind::kContiguous:
-  case LayoutKind::kStorageOffset:
-  case LayoutKind::k3d:
-    break;
-  case LayoutKind::kTransposed: {
-    // A contiguous [h, outer...] buffer viewed with the h dim moved last.
-    v.strides[nd - 1] = std::max<std::int64_t>(rows, 1);
-    auto outer_strides = contiguous_strides(s.outer);
-    for (std::size_t i = 0; i + 1 < nd; ++i)
-      v.strides[i] = outer_strides[i];
-    break;
-  }
-  case LayoutKind::kSlicedGaps:
-    if (!s.outer.empty()) {
-      v.strides[0] = product(s.outer, 1) * s.h + s.gap;
-      v.storage_elements = s.offset + s.outer[0] * v.strides[0];
-    }
-    break;
-  case LayoutKind::kExpanded:
-    if (!s.outer.empty()) {
-      v.strides[0] = 0;
-      v.storage_elements = s.offset + product(s.outer, 1) * s.h;
-    }
-    break;
-  }
-  return v;
+  return op::rows_view_layout(s.outer, s.h, s.layout, s.gap, s.offset);
 }
 
 CaseInputs materialize(const CaseSpec& s) {
@@ -206,7 +144,8 @@ CaseInputs materialize(const CaseSpec& s) {
     if (d < 0) throw std::invalid_argument(fmt::format("case '{}': negative outer dim", s.name));
   }
   Rng rng(s.seed);
-  CaseInputs in{make_x_view(s), HostTensor{}, s.eps};
+  CaseInputs in{op::make_rows_view(s.dtype, s.outer, s.h, s.layout, s.gap, s.offset), HostTensor{},
+                s.eps};
   const std::int64_t rows = s.rows();
   for (std::int64_t r = 0; r < rows; ++r) {
     const auto cols = special_columns(s, rng, r);

@@ -150,6 +150,35 @@ nlohmann::json build_contract() {
 
 } // namespace
 
+// The prompt's weighted_rmsnorm/1 paragraphs, as the contract template held them before issue 25
+// moved them here (the rendered prompt's hash is pinned in tests/pins/pinned_values_test.cpp).
+op::PromptText prompt_text() {
+  op::PromptText t;
+  t.accuracy_intro =
+      R"(outputs are compared against a float32 reference with a tolerance declared before any
+candidate runs:)";
+  t.accuracy_notes =
+      R"(The tolerance accepts what honest kernels do differently: any float32 (or wider) summation order,
+rsqrtf or rsqrt.approx.f32 for the scale, x * (w * scale), and for float16/bfloat16 rounding the
+normalised value to the output type before a 16-bit weight multiply, ((T)(x * scale)) * w. These
+stay within 2 ulps of a float16/bfloat16 output and within 1e-4 relative for float32; a float16 or
+bfloat16 accumulator, or eps ignored or misplaced, does not. A failure names the element (row,
+column), the expected and actual values, the error in ulps of the output dtype and the bound.)";
+  t.example_manifest = R"({
+  "contract": "weighted_rmsnorm/1",
+  "entry_points": {"float32": "rms_f32", "float16": "rms_f16", "bfloat16": "rms_bf16"},
+  "launch": {"block_threads": 256, "rows_per_block": 1, "grid": "per_rows",
+             "dynamic_smem": {"fixed_bytes": 0, "bytes_per_h": 0}},
+  "dispatch": {"h_min": 1, "h_max": 65536, "h_multiple_of": 1,
+               "x_rows": "any_stride", "alignment_bytes": 4},
+  "target": "sm_90",
+  "known_limits": "what the fast path does not cover, in one or two sentences",
+  "build_command": "the nvcc or NVRTC command line you expect, for the record",
+  "claimed_target": "the hardware you tuned for, e.g. H100 SXM"
+})";
+  return t;
+}
+
 const nlohmann::json& contract_json() {
   static const nlohmann::json contract = build_contract();
   return contract;

@@ -14,6 +14,7 @@
 
 #include "kernels/call.h"
 #include "kernels/dtype.h"
+#include "kernels/operator.h"
 
 namespace kloop::rmsnorm {
 
@@ -52,5 +53,8 @@ std::string contract_canonical_text();
 std::string contract_sha256();
 // "weighted_rmsnorm/1".
 std::string contract_id();
+
+// The contract prompt's weighted_rmsnorm/1 paragraphs (kernels/operator.h, PromptText).
+op::PromptText prompt_text();
 
 } // namespace kloop::rmsnorm

@@ -6,35 +6,20 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/report_digest.h"
 #include "kernels/rmsnorm/family.h"
 
 namespace kloop::rmsnorm {
 
-// What the policy read from one report (all fields optional in the report).
-struct ReportDigest {
-  bool present = false;         // a report was given
-  std::string verdict;          // "pass", "reject", "pending_device_validation", "" if absent
-  std::string failed_gate;      // first gate with fail/timeout/crashed, "" if none
-  std::int64_t spill_bytes = 0; // largest spill store/load bytes over entries (static/build)
-  std::map<std::string, double> class_fraction; // shape_class -> lowest copy-ceiling fraction
-  double min_speedup = 0.0;   // lowest speed-up vs baseline over shapes (0 when absent)
-  bool has_benchmark = false; // at least one class fraction or speed-up was found
-  std::string dominant_stall; // top CUPTI stall reason, lower case ("" when absent)
-  // dtypes ("float32", "float16", "bfloat16") of the benchmark states whose decision is "slower"
-  // (slower than the baseline beyond the state's A/A noise floor, bench::decide_speed).
-  std::set<std::string> slower_dtypes;
-};
-
-// Reads a public report JSON; never throws on missing or oddly typed keys.
-ReportDigest digest_report(const nlohmann::json& report);
+// What the policy read from one report, and the reader (kernels/report_digest.h).
+using ReportDigest = op::ReportDigest;
+using op::digest_report;
 
 // One decision: the variant, the rules that fired (names from docs/OFFLINE.md) and a rationale.
 struct PolicyDecision {

@@ -7,6 +7,7 @@
 
 #include "kernels/rmsnorm/cases.h"
 #include "kernels/rmsnorm/contract.h"
+#include "kernels/rmsnorm/family_policy.h"
 #include "kernels/rmsnorm/reference.h"
 
 namespace kloop::rmsnorm {
@@ -34,13 +35,7 @@ const op::Declaration& declaration() {
 
 namespace {
 
-std::vector<nlohmann::json> to_json(const std::vector<CaseSpec>& specs) {
-  std::vector<nlohmann::json> out;
-  out.reserve(specs.size());
-  for (const CaseSpec& s : specs)
-    out.push_back(s.to_json());
-  return out;
-}
+using op::specs_json;
 
 class RmsNorm final : public op::Operator {
 public:
@@ -89,10 +84,10 @@ public:
     return {"public", "large", "cases_md", "invalid"};
   }
   std::vector<nlohmann::json> suite(std::string_view name, std::uint64_t seed) const override {
-    if (name == "public") return to_json(public_cases(seed));
-    if (name == "large") return to_json(large_cases(seed));
-    if (name == "cases_md") return to_json(cases_md_cases());
-    if (name == "invalid") return to_json(invalid_cases(seed));
+    if (name == "public") return specs_json(public_cases(seed));
+    if (name == "large") return specs_json(large_cases(seed));
+    if (name == "cases_md") return specs_json(cases_md_cases());
+    if (name == "invalid") return specs_json(invalid_cases(seed));
     throw std::invalid_argument(fmt::format(
         "weighted_rmsnorm has no case suite '{}'; use public, large, cases_md or invalid", name));
   }
@@ -107,11 +102,23 @@ public:
   std::string_view holdout_version() const override { return "weighted_rmsnorm-holdout/1"; }
   std::vector<nlohmann::json> holdout_suite(std::uint64_t seed, int cases,
                                             std::int64_t max_elements) const override {
-    return to_json(holdout_cases(seed, cases, max_elements));
+    return specs_json(holdout_cases(seed, cases, max_elements));
   }
   std::vector<nlohmann::json> search_pool(std::uint64_t seed, int cases, int holdout_style_cases,
                                           std::int64_t max_case_elements) const override {
-    return to_json(search_pool_cases(seed, cases, holdout_style_cases, max_case_elements));
+    return specs_json(search_pool_cases(seed, cases, holdout_style_cases, max_case_elements));
+  }
+  op::CaseDescription describe_case(const nlohmann::json& spec) const override {
+    const CaseSpec s = CaseSpec::from_json(spec);
+    return {s.family, s.dtype, s.h, describe_inputs(s)};
+  }
+  op::PromptText prompt_text() const override { return rmsnorm::prompt_text(); }
+  std::unique_ptr<op::OfflineGenerator> offline_generator(std::uint64_t seed) const override {
+    return std::make_unique<op::FamilyGenerator<OfflinePolicy>>(seed, [](const PolicyDecision& d) {
+      GeneratedCandidate g = generate(d.variant, d.rationale);
+      return op::OfflineCandidate{std::move(g.kernel_cu), std::move(g.manifest_json),
+                                  std::move(g.name), std::move(g.rationale), d.rules};
+    });
   }
 };
 

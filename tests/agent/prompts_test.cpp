@@ -1,7 +1,10 @@
 // Unit tests of the prompt renderer, the embedded templates and the prompt builder.
 #include <gtest/gtest.h>
 
+#include "kernels/manifest.h"
+#include "kernels/registry.h"
 #include "kernels/rmsnorm/contract.h"
+#include "kernels/softmax/operator.h"
 #include "prompts/prompt_builder.h"
 #include "prompts/renderer.h"
 #include "prompts/templates.h"
@@ -103,6 +106,51 @@ TEST(PromptBuilderTest, FeedbackPromptEmbedsPayloadAndIterations) {
   EXPECT_TRUE(has(f, "Iterations left after this one: 3"));
   EXPECT_TRUE(has(f, "## build\nkernel.cu(3): error: x"));
   EXPECT_FALSE(has(f, "{{"));
+}
+
+// Every registered operator's contract prompt: its own id, signature, input and output names,
+// shared-memory rule and example manifest (which its manifest parser accepts), nothing of another
+// operator, no placeholder left and no benchmark or suite size.
+TEST(PromptBuilderTest, EveryOperatorGetsItsOwnContractPrompt) {
+  for (const op::Operator* o : op::operators()) {
+    const PromptBuilder b(*o);
+    const std::string& c = b.contract_prompt();
+    EXPECT_TRUE(has(c, o->contract_id())) << o->cli_name();
+    EXPECT_TRUE(has(c, op::kernel_signature(o->declaration()))) << o->cli_name();
+    EXPECT_FALSE(has(c, "{{")) << o->cli_name();
+    const std::string example = o->prompt_text().example_manifest;
+    EXPECT_TRUE(has(c, "```json\n" + example + "\n```")) << o->cli_name();
+    const auto parsed = op::parse_manifest(o->declaration(), example);
+    EXPECT_TRUE(parsed.errors.empty()) << o->cli_name() << ": " << parsed.errors.front().message;
+    for (const op::Operator* other : op::operators()) {
+      if (other == o) continue;
+      EXPECT_FALSE(has(c, other->contract_id())) << o->cli_name();
+    }
+    for (const char* size : {"32768", "16384", "4096", "2048", "8192", "4099", "1009"})
+      EXPECT_FALSE(has(c, size)) << o->cli_name() << " " << size;
+  }
+  const std::string sm = PromptBuilder(softmax::operator_instance()).contract_prompt();
+  EXPECT_TRUE(has(sm, "never write to x, and never alias it."));
+  EXPECT_TRUE(has(sm, "Write every element of y for every row"));
+  EXPECT_TRUE(has(sm, "fixed_bytes + bytes_per_n * N bytes"));
+  EXPECT_TRUE(has(sm, "-inf - (-inf)"));
+  EXPECT_FALSE(has(sm, "weight"));
+  EXPECT_FALSE(has(sm, "rsqrt"));
+  const std::string rms = PromptBuilder(rmsnorm::contract_json()).contract_prompt();
+  EXPECT_TRUE(has(rms, "never write to x or weight, and never alias them."));
+  EXPECT_TRUE(has(rms, "fixed_bytes + bytes_per_h * H bytes"));
+}
+
+TEST(PromptBuilderTest, AContractOfNoRegisteredOperatorIsAStartupError) {
+  nlohmann::json other = rmsnorm::contract_json();
+  other["id"] = "layer_norm/1";
+  try {
+    PromptBuilder b(other);
+    FAIL() << "expected PromptError";
+  } catch (const PromptError& e) {
+    EXPECT_TRUE(has(e.what(), "layer_norm/1"));
+    EXPECT_TRUE(has(e.what(), "rmsnorm"));
+  }
 }
 
 } // namespace

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -125,6 +126,49 @@ TEST(OptimizeE2E, OfflineMainJobOnCpuEndsPendingDeviceValidation) {
   const auto show =
       kloop_run({"show", std::to_string(r["session_id"].get<int>()), "--store", store.string()});
   EXPECT_NE(show.stdout_text.find("kloop peak RSS"), std::string::npos) << show.stdout_text;
+}
+
+// The second operator end to end on CPU (issue 25): `kloop optimize softmax --budget 5` with the
+// offline provider serving the softmax family: every iteration a softmax member (the safe
+// default, then the flagship, then the policy's moves) that passes the contract, build and static
+// gates and waits for the device; the session is recorded as row_softmax/1 with its holdout.
+TEST(OptimizeE2E, SoftmaxOfflineOnCpuEndsPendingDeviceValidation) {
+  KLOOP_ONLY_WITHOUT_A_DEVICE();
+  const TempDir tmp("e2e-softmax");
+  const fs::path store = tmp.dir();
+  const auto run =
+      kloop_run({"optimize", "softmax", "--budget", "5", "--store", store.string(), "--json"}, 420);
+  ASSERT_FALSE(run.timed_out) << run.stderr_text;
+  const json r = json::parse(run.stdout_text);
+  EXPECT_EQ(run.exit_code, 3) << run.stdout_text << run.stderr_text;
+  EXPECT_EQ(r["decision"], "pending_device_validation");
+  ASSERT_EQ(r["iterations"].size(), 5u);
+  for (const auto& it : r["iterations"]) {
+    EXPECT_EQ(it["verdict"], "pending_device_validation") << it.dump();
+    EXPECT_EQ(it["gates"]["contract"], "pass") << it.dump();
+    EXPECT_EQ(it["gates"]["build"], "pass") << it.dump();
+    EXPECT_EQ(it["gates"]["static"], "pass") << it.dump();
+    EXPECT_EQ(it["gates"]["correctness"], "not_run") << it.dump();
+  }
+  EXPECT_EQ(r["holdout_commitment"].get<std::string>().size(), 64u);
+  auto st_db = kloop::store::Store::open(store.string(), kloop::store::OpenMode::kReadOnly);
+  const auto detail = st_db.load_session(r["session_id"].get<std::int64_t>());
+  ASSERT_EQ(detail.iterations.size(), 5u);
+  std::set<std::string> sources;
+  for (const auto& it : detail.iterations) {
+    ASSERT_EQ(it.candidates.size(), 1u);
+    ASSERT_FALSE(it.candidates[0].candidate.source_sha256.empty());
+    const std::string source = st_db.blob(it.candidates[0].candidate.source_sha256);
+    EXPECT_NE(source.find("kloop offline family for row_softmax/1"), std::string::npos);
+    sources.insert(source);
+  }
+  EXPECT_EQ(sources.size(), 5u) << "five distinct members";
+  const auto show =
+      kloop_run({"show", std::to_string(r["session_id"].get<int>()), "--store", store.string()});
+  EXPECT_EQ(show.exit_code, 0) << show.stderr_text;
+  EXPECT_NE(show.stdout_text.find("row_softmax"), std::string::npos) << show.stdout_text;
+  const auto verify = kloop_run({"store", "verify", "--store", store.string()});
+  EXPECT_EQ(verify.exit_code, 0) << verify.stdout_text << verify.stderr_text;
 }
 
 // Numbers that CLI11 alone would accept: a negative seed (wrapped to 2^64 - 5 and stored as -5)

@@ -119,14 +119,14 @@ TEST_F(EvaluateCliTest, UnreadableDirectoryAndUnknownOperatorExit2) {
   auto call = kloop({"evaluate", "rmsnorm", "--candidate", "/nonexistent/kloop-candidate"});
   EXPECT_EQ(call.exit_code, 2);
   EXPECT_NE(call.stderr_text.find("does not exist"), std::string::npos) << call.stderr_text;
-  call = kloop({"evaluate", "softmax", "--candidate", (kFixtures / "good").string()});
+  call = kloop({"evaluate", "nosuchop", "--candidate", (kFixtures / "good").string()});
   EXPECT_EQ(call.exit_code, 2);
-  EXPECT_NE(call.stderr_text.find("unknown operator 'softmax'"), std::string::npos);
+  EXPECT_NE(call.stderr_text.find("unknown operator 'nosuchop'"), std::string::npos);
   // With --json the error is also a JSON document on stdout (README, "Exit codes").
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"evaluate", "rmsnorm", "--candidate",
                                  "/nonexistent/kloop-candidate", "--json"},
-        std::vector<std::string>{"evaluate", "softmax", "--candidate",
+        std::vector<std::string>{"evaluate", "nosuchop", "--candidate",
                                  (kFixtures / "good").string(), "--json"}}) {
     call = kloop(args);
     EXPECT_EQ(call.exit_code, 2);

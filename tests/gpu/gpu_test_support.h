@@ -51,12 +51,15 @@ inline std::filesystem::path tree(const std::string& rel) {
   return std::filesystem::path(KLOOP_SOURCE_DIR) / "kernels/rmsnorm" / rel;
 }
 
-// One correctness batch of `c` (or of the reference kernel alone when c is null) on `cases`.
+// One correctness batch of `c` (or of the reference kernel alone when c is null) on `cases`, of
+// the operator with contract id `operator_id` ("": the manifest's, else weighted_rmsnorm/1).
 inline evaluator::GpuRunResult run_correctness(const TreeCandidate* c, const nlohmann::json& cases,
                                                std::chrono::milliseconds deadline,
-                                               nlohmann::json options = nlohmann::json::object()) {
+                                               nlohmann::json options = nlohmann::json::object(),
+                                               const std::string& operator_id = "") {
   evaluator::GpuRunRequest req;
   req.mode = "correctness";
+  req.operator_id = operator_id;
   if (c) {
     req.cubin = c->cubin;
     req.source = c->source;

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/rmsnorm/operator.h"
+#include "kernels/softmax/operator.h"
 
 #include "evaluator/subprocess.h"
 #include "mutation/worker_backend.h"
@@ -68,6 +69,39 @@ TEST(CheckerCoverageIntegrationTest, StaticKillsModuleStateBuildKillsSyntaxError
     EXPECT_FALSE(r.complete());
   }
   EXPECT_EQ(r.cpu_killed(), 2);
+}
+
+// row_softmax/1's vocabulary, one site per rule, through the CPU gates: every mutant builds (a
+// rule that broke the source would only inflate the score) and only module-scope state is
+// caught on the CPU; the rest needs the device's gates.
+TEST(CheckerCoverageIntegrationTest, SoftmaxMutantsBuildAndAllButModuleStateNeedTheDevice) {
+  auto loaded =
+      evaluator::load_candidate_dir(std::string(KLOOP_SOURCE_DIR) + "/kernels/softmax/baseline");
+  ASSERT_TRUE(loaded.candidate) << loaded.error;
+  const evaluator::Candidate& base = *loaded.candidate;
+  const op::Operator& op = softmax::operator_instance();
+  const std::vector<Mutant> mutants =
+      select_mutants(base.source, vocabulary(op.contract_id()), 1, 0);
+  ASSERT_EQ(mutants.size(), vocabulary(op.contract_id()).size());
+  WorkerBackendOptions bo;
+  bo.op = &op;
+  bo.build.deadline = std::chrono::milliseconds(60000);
+  WorkerBackend backend(bo);
+  AnalysisOptions ao;
+  ao.jobs = 2;
+  const CoverageReport r = analyze(op, base, mutants, backend, ao);
+  for (const MutantOutcome& o : r.outcomes) {
+    if (o.op == "module-scope-state") {
+      EXPECT_EQ(o.status, MutantStatus::kKilled) << o.detail;
+      EXPECT_EQ(o.gate, "static") << o.detail;
+      continue;
+    }
+    EXPECT_NE(o.gate, "build") << o.id << " does not compile: " << o.detail;
+    if (!backend.has_device()) {
+      EXPECT_EQ(o.status, MutantStatus::kNotRun) << o.id << o.detail;
+    }
+  }
+  EXPECT_EQ(r.cpu_killed(), 1);
 }
 
 // Flags that can be refused are refused before any mutant runs (a full run takes minutes on the

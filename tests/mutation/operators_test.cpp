@@ -1,10 +1,13 @@
 // Mutation operators: deterministic site enumeration and the exact rewrite of each operator on a
 // small fixture source (one line per kind of site), plus their sites in the real baseline.
+#include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
 
+#include "kernels/registry.h"
 #include "mutation/operators.h"
 #include "tests/support/test_files.h"
 
@@ -180,13 +183,63 @@ TEST(MutationOperatorsTest, SelectionDropsMutantsIdenticalToTheOriginalOrAnEarli
   EXPECT_EQ(ms.size(), 1u);
 }
 
-TEST(MutationOperatorsTest, EveryOperatorHasSitesInTheInTreeBaseline) {
+// row_softmax/1's own rules on its baseline: the exact rewrite of each one's first site.
+TEST(MutationOperatorsTest, SoftmaxRulesRewriteTheBaselinesIdioms) {
   const std::string src = test_support::read_file(std::string(KLOOP_SOURCE_DIR) +
-                                                  "/kernels/rmsnorm/baseline/kernel.cu");
+                                                  "/kernels/softmax/baseline/kernel.cu");
+  auto first = [&](const char* op) {
+    const auto ms = mutants_of(src, op);
+    return ms.empty() ? std::string("(no site)") : ms.front().edits.front().after;
+  };
+  auto trimmed = [](std::string s) { return s.substr(s.find_first_not_of(' ')); };
+  EXPECT_EQ(trimmed(first("softmax-no-max")), "return 0.f;");
+  EXPECT_EQ(trimmed(first("softmax-no-shift-guard")), "return m;");
+  EXPECT_EQ(trimmed(first("softmax-max-from-zero")), "Stat st{0.f, 0.f};");
+  EXPECT_EQ(trimmed(first("softmax-no-rescale")), "return 1.f;");
+  EXPECT_EQ(trimmed(first("softmax-half-sum")),
+            "add = __half2float(__float2half_rn(add + __expf(u.at(k) - sh)));");
+  EXPECT_EQ(trimmed(first("softmax-skip-tail-sum")), "/* tail not summed */;");
+  EXPECT_EQ(trimmed(first("softmax-zero-masked-rows"))
+                .rfind("const float inv = s > 0.f ? 1.f / s : 0.f;", 0),
+            0u);
+  EXPECT_EQ(trimmed(first("softmax-stride-as-width")),
+            "row_softmax<T, true>(x + r * n, y + r * ys, n, t, G, active, red, parity);");
+  EXPECT_EQ(mutants_of(src, "softmax-stride-as-width").size(), 4u); // x and y, both paths
+  EXPECT_NE(first("softmax-row-overrun").find("j <= n;"), std::string::npos);
+  EXPECT_NE(first("softmax-unit-overrun").find("<= nu"), std::string::npos);
+  EXPECT_NE(first("module-scope-state").find("kloop_calls += 1; } softmax_impl<float>"),
+            std::string::npos);
+  EXPECT_NE(first("hardcode-width").find("rows, 4096, x_row_stride"), std::string::npos);
+}
+
+// Every rule of an operator's vocabulary has sites in that operator's in-tree baseline; a rule
+// outside weighted_rmsnorm/1's vocabulary has none in its baseline (so "every rule" selects the
+// same RMSNorm mutants as its vocabulary, tests/pins); every rule belongs to a vocabulary.
+TEST(MutationOperatorsTest, EveryOperatorHasSitesInItsOperatorsBaseline) {
+  std::set<std::string> covered;
+  for (const char* name : {"rmsnorm", "softmax"}) {
+    const op::Operator* o = op::find_operator(name);
+    ASSERT_NE(o, nullptr);
+    const std::string src = test_support::read_file(std::string(KLOOP_SOURCE_DIR) + "/" +
+                                                    o->baseline_folder() + "/kernel.cu");
+    const std::vector<std::string> vocab = vocabulary(o->contract_id());
+    EXPECT_FALSE(vocab.empty()) << name;
+    for (const std::string& op : vocab) {
+      EXPECT_FALSE(mutants_of(src, op).empty()) << op << " has no site in " << name;
+      covered.insert(op);
+    }
+    if (std::string(name) != "rmsnorm") continue;
+    for (const OperatorInfo& op : operators()) {
+      if (std::find(vocab.begin(), vocab.end(), op.name) != vocab.end()) continue;
+      EXPECT_TRUE(mutants_of(src, op.name).empty()) << op.name << " has a site in rmsnorm";
+    }
+  }
   for (const OperatorInfo& op : operators())
-    EXPECT_FALSE(mutants_of(src, op.name).empty()) << op.name << " has no site";
+    EXPECT_TRUE(covered.count(std::string(op.name))) << op.name << " is in no vocabulary";
+  EXPECT_TRUE(vocabulary("no_such/1").empty());
   EXPECT_FALSE(is_operator("bogus"));
   EXPECT_TRUE(is_operator("barrier-remove"));
+  EXPECT_TRUE(is_operator("softmax-no-shift-guard"));
 }
 
 } // namespace
