@@ -75,6 +75,10 @@ std::string watchdog_reason(const ToolCall& call, const GpuRunOptions& o,
                             const nlohmann::json& progress) {
   const double stall_s = static_cast<double>(o.deadline.count()) / 1e3;
   const double cap_s = static_cast<double>(std::max(o.deadline, o.deadline_cap).count()) / 1e3;
+  if (o.deadline_cap <= o.deadline) // one deadline for the whole batch: progress says nothing
+    return fmt::format("timeout: the GPU worker passed its watchdog deadline of {:g} s during {}; "
+                       "the kernel did not finish (an endless loop or a deadlocked barrier?)",
+                       stall_s, case_label(progress));
   if (call.deadline_capped)
     return fmt::format(
         "timeout: the GPU worker was still working at {} when the batch's limit of {:g} s "

@@ -107,9 +107,10 @@ public:
     }
     return deadline();
   }
-  // Whether the deadline that fires at `now` is the cap (progress was still being made).
+  // Whether the deadline that fires at `now` is a cap beyond the plain deadline while progress
+  // was still being made (without such a cap every firing is the plain deadline's).
   bool capped(Clock::time_point now) const {
-    return !path_.empty() && now >= cap_ && now < last_ + stall_;
+    return !path_.empty() && cap_ > start_ + stall_ && now >= cap_ && now < last_ + stall_;
   }
   int changes() const { return changes_; }
   bool active() const { return !path_.empty(); }

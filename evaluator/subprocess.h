@@ -23,8 +23,9 @@ struct ToolCall {
   int exit_code = -1;     // WEXITSTATUS, or -1 when killed by a signal
   int term_signal = 0;    // signal that ended the child, 0 if it exited
   bool timed_out = false; // the deadline fired (SIGTERM, then SIGKILL after the grace period)
-  // With a progress watch: the deadline that fired was deadline_cap (the child was still making
-  // progress), not a stall; progress_changes counts the changes seen.
+  // With a progress watch whose deadline_cap exceeds the deadline: the deadline that fired was
+  // deadline_cap (the child was still making progress), not a stall; progress_changes counts the
+  // changes of the progress file seen.
   bool deadline_capped = false;
   int progress_changes = 0;
   double wall_ms = 0;

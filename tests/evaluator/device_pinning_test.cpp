@@ -217,6 +217,10 @@ TEST(WatchdogTest, AWorkerThatKeepsBeginningCasesRunsPastItsDeadlineUpToTheCap) 
   const GpuRunResult capped = run_gpu_worker(request(), o);
   EXPECT_EQ(capped.status, GateStatus::kTimeout) << capped.reason;
   EXPECT_LT(capped.wall_ms, 1500.0 + 2000.0); // deadline plus the kill grace
+  EXPECT_EQ(capped.call.detail["deadline_capped"], false);
+  EXPECT_NE(capped.reason.find("passed its watchdog deadline of 0.7 s during case"),
+            std::string::npos)
+      << capped.reason;
 }
 
 // A worker that keeps beginning cases is stopped at the cap, and the reason says it was slow,
@@ -243,6 +247,15 @@ TEST(WatchdogTest, TheCapStopsASlowBatchAndAStallStopsAHungOne) {
             std::string::npos)
       << hung.reason;
   EXPECT_LT(hung.wall_ms, 1400.0 + 2000.0); // stopped at the stall, not the cap (plus grace)
+
+  // A hang in the first case with no cap beyond the deadline (the H200 run of 955cd5f: the corpus'
+  // endless loop was reported as "slow rather than hung") is reported as a hang.
+  o.deadline_cap = std::chrono::milliseconds(0);
+  const GpuRunResult first = run_gpu_worker(request(), o);
+  EXPECT_EQ(first.status, GateStatus::kTimeout) << first.reason;
+  EXPECT_EQ(first.call.detail["deadline_capped"], false);
+  EXPECT_EQ(first.reason.find("slow rather than hung"), std::string::npos) << first.reason;
+  EXPECT_NE(first.reason.find("did not finish"), std::string::npos) << first.reason;
 }
 
 TEST(PhaseTimingsTest, BenchmarkStatesAreGroupedByShapeClassAndState) {
