@@ -56,7 +56,7 @@ TEST(ThroughputSwitchesTest, DefaultsLegacyAndSingleSwitches) {
   EXPECT_TRUE(d.sanitizer_concurrent);
   EXPECT_TRUE(d.profile_on_demand);
   EXPECT_FALSE(d.racecheck_scrub);
-  EXPECT_EQ(d.prepare_ahead, 4);
+  EXPECT_EQ(d.prepare_ahead, 0);
   EXPECT_EQ(d.to_json(), evaluator::parse_throughput("default").to_json());
   const auto l = evaluator::parse_throughput("legacy");
   EXPECT_FALSE(l.pipeline);
