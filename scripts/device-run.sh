@@ -444,7 +444,7 @@ done
 
 # Every test binary runs concurrently (16 cores, one GPU; each evaluation is its own worker
 # process); the corpus test is split into SHARDS gtest shards and the precision corpus test into
-# PRECISION_SHARDS (default 7); gpu_baseline_test runs once more
+# PRECISION_SHARDS (default 10); gpu_baseline_test runs once more
 # on baseline_next when it exists.
 shards=${SHARDS:-4}
 jobs=()
@@ -464,8 +464,8 @@ for t in $(cat "$bundle/tests.txt"); do
   [ "$t" = gpu_checker_coverage_test ] && continue # alone, after the others (below)
   if [ "$t" = gpu_corpus_test ]; then
     for ((i = 0; i < shards; i++)); do launch "$t.shard$i" "$t" "$shards" "$i"; done
-  elif [ "$t" = gpu_precision_corpus_test ]; then # 28 kernels, every gate: about 25 s each
-    ps=${PRECISION_SHARDS:-7}
+  elif [ "$t" = gpu_precision_corpus_test ]; then # 38 kernels x 2 tests: about 25 s a kernel
+    ps=${PRECISION_SHARDS:-10}
     for ((i = 0; i < ps; i++)); do launch "$t.shard$i" "$t" "$ps" "$i"; done
   else
     launch "$t" "$t" 1 0

@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 "$root/scripts/bootstrap.sh" build
 echo "== clang-format check"
-git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | grep -vE '^kernels/rmsnorm/(corpus|precision)/|^tests/[a-z]+/fixtures/' |
+git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | grep -vE '^kernels/[a-z0-9_]+/(corpus|precision)/|^tests/[a-z]+/fixtures/' |
   xargs clang-format --dry-run --Werror
 echo "== tests (build)"
 ctest --test-dir build --output-on-failure -j 2

@@ -1,11 +1,13 @@
-// Precision and recall on the CPU gates, with the real pipeline: every candidate of the precision
-// corpus (kernels/rmsnorm/precision/, correct kernels in everyday idioms) and of the defect corpus
-// (kernels/rmsnorm/corpus/) goes through evaluate_candidate with the real build worker in the real
+// Precision and recall on the CPU gates, with the real pipeline, for every registered operator
+// (kernels/registry.h) that has corpora: every candidate of its precision corpus
+// (kernels/<op>/precision/, correct kernels in everyday idioms) and of its defect corpus
+// (kernels/<op>/corpus/) goes through evaluate_candidate with the real build worker in the real
 // sandbox and NoDeviceGates. Every precision kernel passes contract, build and static (verdict
 // pending_device_validation, `kloop evaluate` exit 3); every defect whose expect.json names a CPU
 // gate is rejected by that gate for its own defect (expect.json "finding": the static finding
 // kind or the contract error field), and every other defect passes the CPU gates, so that it
-// reaches the device gate that must reject it. The device half is tests/gpu/gpu_corpus_test.cpp.
+// reaches the device gate that must reject it. The device half is tests/gpu/gpu_corpus_test.cpp
+// and tests/gpu/gpu_precision_corpus_test.cpp. Test names are <op folder>_<kernel folder>.
 //
 // Builds run two at a time (NVRTC costs 1-8 s of CPU per candidate) in the suite's set-up; each
 // test then checks one candidate's recorded evaluation.
@@ -20,6 +22,7 @@
 #include "evaluator/build.h"
 #include "evaluator/pipeline.h"
 #include "evaluator/subprocess.h"
+#include "tests/support/corpus_entries.h"
 #include "tests/support/sandbox_check.h"
 #include "tests/support/test_files.h"
 
@@ -27,28 +30,16 @@ namespace kloop::evaluator {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kKernels = fs::path(KLOOP_SOURCE_DIR) / "kernels/rmsnorm";
+const fs::path kKernels = fs::path(KLOOP_SOURCE_DIR) / "kernels";
 
-struct Entry {
-  std::string corpus; // "precision" or "corpus"
-  std::string name;
-  fs::path dir;
-  nlohmann::json expect;
-};
+using Entry = test_support::CorpusEntry;
 
-std::vector<Entry> entries(const std::string& corpus) {
-  std::vector<Entry> out;
-  for (const auto& d : fs::directory_iterator(kKernels / corpus)) {
-    if (!fs::exists(d.path() / "expect.json")) continue;
-    out.push_back({corpus, d.path().filename().string(), d.path(),
-                   nlohmann::json::parse(test_support::read_file(d.path() / "expect.json"))});
-  }
-  std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
-  return out;
+std::vector<Entry> entries(const std::string& corpus, const std::string& only_op = "") {
+  return test_support::corpus_entries(corpus, only_op);
 }
 
 std::string key(const Entry& e) {
-  return e.corpus + "/" + e.name;
+  return e.op + "/" + e.corpus + "/" + e.name;
 }
 
 // Every evaluation of the run, made once by the first test that needs one.
@@ -165,7 +156,7 @@ TEST_P(DefectCorpusTest, CpuGateRejectsItsOwnDefectOrPassesItOn) {
 }
 
 std::string param_name(const testing::TestParamInfo<Entry>& info) {
-  return info.param.name;
+  return info.param.param_name();
 }
 
 INSTANTIATE_TEST_SUITE_P(Precision, PrecisionCorpusTest, testing::ValuesIn(entries("precision")),
@@ -173,24 +164,36 @@ INSTANTIATE_TEST_SUITE_P(Precision, PrecisionCorpusTest, testing::ValuesIn(entri
 INSTANTIATE_TEST_SUITE_P(Defects, DefectCorpusTest, testing::ValuesIn(entries("corpus")),
                          param_name);
 
-TEST(PrecisionCorpusSizeTest, HasAtLeast25CorrectKernels) {
-  EXPECT_GE(entries("precision").size(), 25u);
+// The corpora's sizes: RMSNorm's precision corpus of issue 21 and softmax's corpora of issue 25.
+TEST(PrecisionCorpusSizeTest, EachOperatorHasItsCorpora) {
+  EXPECT_GE(entries("precision", "rmsnorm").size(), 25u);
+  EXPECT_GE(entries("precision", "softmax").size(), 10u);
+  EXPECT_GE(entries("corpus", "rmsnorm").size(), 28u);
+  EXPECT_GE(entries("corpus", "softmax").size(), 12u);
 }
 
-// The CLI's exit code for such a verdict: `kloop evaluate` exits 3 (pending_device_validation).
-class PrecisionCorpusCliTest : public NeedsBuilds<testing::Test> {};
+// The CLI's exit code for such a verdict: `kloop evaluate` exits 3 (pending_device_validation),
+// for a precision kernel of each operator.
+class PrecisionCorpusCliTest : public NeedsBuilds<testing::TestWithParam<std::string>> {};
 
-TEST_F(PrecisionCorpusCliTest, KloopEvaluateExits3OnAPrecisionKernel) {
+TEST_P(PrecisionCorpusCliTest, KloopEvaluateExits3OnAPrecisionKernel) {
   const std::string kloop = std::string(KLOOP_BINARY_DIR) + "/bin/kloop";
   ASSERT_TRUE(fs::exists(kloop)) << "the test target depends on kloop: " << kloop;
+  const std::string op = GetParam().substr(0, GetParam().find('/'));
   SubprocessOptions o;
   o.deadline = std::chrono::milliseconds(200000);
-  const ToolCall call =
-      run_subprocess({kloop, "evaluate", "rmsnorm", "--candidate",
-                      (kKernels / "precision/macro_entries").string(), "--build-timeout", "180"},
-                     o);
+  const ToolCall call = run_subprocess({kloop, "evaluate", op, "--candidate",
+                                        (kKernels / GetParam()).string(), "--build-timeout", "180"},
+                                       o);
   EXPECT_EQ(call.exit_code, 3) << call.stdout_text << call.stderr_text;
 }
+
+INSTANTIATE_TEST_SUITE_P(Operators, PrecisionCorpusCliTest,
+                         testing::Values("rmsnorm/precision/macro_entries",
+                                         "softmax/precision/macro_entries_online"),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           return info.param.substr(0, info.param.find('/'));
+                         });
 
 } // namespace
 } // namespace kloop::evaluator

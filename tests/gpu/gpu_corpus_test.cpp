@@ -1,5 +1,6 @@
-// Every defect-corpus entry gets its expected verdict from the first gate that rejects it, as far
-// as gates are built: contract (parse_manifest), static (PTX scan, evaluator/static_inspection.h),
+// Every defect-corpus entry of every operator (kernels/<op>/corpus/, tests/support/
+// corpus_entries.h) gets its expected verdict from the first gate that rejects it, as far as gates
+// are built: contract (parse_manifest), static (PTX scan, evaluator/static_inspection.h),
 // then device correctness. Entries whose expect.json names a gate that is not wired here
 // ("pending": true, e.g. sanitizer) only record what correctness did.
 #include <filesystem>
@@ -8,7 +9,7 @@
 
 #include "evaluator/static_inspection.h"
 #include "kernels/manifest.h"
-#include "kernels/rmsnorm/operator.h"
+#include "kernels/registry.h"
 #include "tests/gpu/gpu_test_support.h"
 
 namespace kloop::gputest {
@@ -16,18 +17,10 @@ namespace {
 
 using evaluator::GateStatus;
 
-std::vector<std::string> corpus_names() {
-  std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(tree("corpus")))
-    if (std::filesystem::exists(e.path() / "expect.json")) names.push_back(e.path().filename());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-class GpuCorpusTest : public testing::TestWithParam<std::string> {};
+class GpuCorpusTest : public testing::TestWithParam<test_support::CorpusEntry> {};
 
 TEST_P(GpuCorpusTest, EntryGetsItsExpectedVerdictAtItsGate) {
-  const TreeCandidate c = load_candidate(tree("corpus/" + GetParam()));
+  const TreeCandidate c = load_candidate(GetParam());
   const std::string want_gate = c.expect.at("gate");
   const bool want_pass = c.expect.at("verdict") == "pass";
   // Gates this tier can run: contract, static (PTX scan) and correctness. A later gate (sanitizer)
@@ -36,7 +29,10 @@ TEST_P(GpuCorpusTest, EntryGetsItsExpectedVerdictAtItsGate) {
       c.expect.value("pending", false) ||
       (want_gate != "contract" && want_gate != "static" && want_gate != "correctness");
 
-  const op::Declaration& decl = rmsnorm::declaration();
+  const op::Operator* oper =
+      op::find_operator(nlohmann::json::parse(c.manifest_text).value("contract", ""));
+  ASSERT_NE(oper, nullptr) << GetParam().dir << ": manifest names no registered contract";
+  const op::Declaration& decl = oper->declaration();
   const op::ManifestParse mp = op::parse_manifest(decl, c.manifest_text);
   if (!mp.manifest) {
     EXPECT_EQ(want_gate, "contract") << mp.errors.front().message;
@@ -55,7 +51,7 @@ TEST_P(GpuCorpusTest, EntryGetsItsExpectedVerdictAtItsGate) {
   const auto r =
       run_correctness(&c, {{"suite", "public"}, {"seed", 11}},
                       std::chrono::seconds(endless ? 8 : 120), {{"stop_at_first_failure", true}});
-  std::printf("[corpus] %s: correctness %s: %s\n", GetParam().c_str(),
+  std::printf("[corpus] %s: correctness %s: %s\n", GetParam().param_name().c_str(),
               std::string(evaluator::gate_status_name(r.status)).c_str(), r.reason.c_str());
   if (pending) {
     GTEST_SKIP() << "gate " << want_gate << " is pending; correctness said "
@@ -78,9 +74,10 @@ TEST_P(GpuCorpusTest, EntryGetsItsExpectedVerdictAtItsGate) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, GpuCorpusTest, testing::ValuesIn(corpus_names()),
-                         [](const testing::TestParamInfo<std::string>& info) {
-                           return info.param;
+INSTANTIATE_TEST_SUITE_P(Corpus, GpuCorpusTest,
+                         testing::ValuesIn(test_support::corpus_entries("corpus")),
+                         [](const testing::TestParamInfo<test_support::CorpusEntry>& info) {
+                           return info.param.param_name();
                          });
 
 } // namespace

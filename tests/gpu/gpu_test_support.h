@@ -11,13 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "evaluator/gpu_runner.h"
+#include "tests/support/corpus_entries.h"
 #include "tests/support/test_files.h"
 
 namespace kloop::gputest {
 
 using test_support::read_file;
 
-// A candidate in the tree: kernels/rmsnorm/<rel> (source, manifest) + its built cubin.
+// A candidate in the tree: kernels/<op>/<rel> (source, manifest) + its built cubin.
 struct TreeCandidate {
   std::string name;
   std::string source;
@@ -27,24 +28,34 @@ struct TreeCandidate {
   nlohmann::json expect; // expect.json (corpus only)
 };
 
-// `bin_prefix`: the folder of the built cubins below KLOOP_CORPUS_BIN ("precision/" for the
-// precision corpus, empty for the defect corpus and the baseline).
-inline TreeCandidate load_candidate(const std::filesystem::path& dir,
-                                    const std::string& bin_prefix = "") {
+// The candidate in `dir` (kernel.cu, manifest.json, expect.json when present) with the cubin and
+// PTX that tests/gpu/CMakeLists.txt built into `bin_rel` below KLOOP_CORPUS_BIN (the device
+// script carries the cubins in .device-bundle/corpus and points KLOOP_CORPUS_BIN there).
+inline TreeCandidate load_candidate_built_at(const std::filesystem::path& dir,
+                                             const std::string& bin_rel) {
   TreeCandidate c;
   c.name = dir.filename().string();
   c.source = read_file(dir / "kernel.cu");
   c.manifest_text = read_file(dir / "manifest.json");
-  // The device script carries the cubins in .device-bundle/corpus and points KLOOP_CORPUS_BIN
-  // there.
   const char* env = std::getenv("KLOOP_CORPUS_BIN");
-  const std::filesystem::path bin =
-      std::filesystem::path(env ? env : KLOOP_CORPUS_BIN) / (bin_prefix + c.name);
+  const std::filesystem::path bin = std::filesystem::path(env ? env : KLOOP_CORPUS_BIN) / bin_rel;
   c.cubin = read_file(bin / "kernel.cubin");
   c.ptx = read_file(bin / "kernel.ptx");
   if (std::filesystem::exists(dir / "expect.json"))
     c.expect = nlohmann::json::parse(read_file(dir / "expect.json"));
   return c;
+}
+
+// `bin_prefix`: the folder of the built cubins below KLOOP_CORPUS_BIN ("precision/" for the
+// precision corpus, empty for the defect corpus and the baseline).
+inline TreeCandidate load_candidate(const std::filesystem::path& dir,
+                                    const std::string& bin_prefix = "") {
+  return load_candidate_built_at(dir, bin_prefix + dir.filename().string());
+}
+
+// A corpus entry of any operator (tests/support/corpus_entries.h) with its nvcc-built cubin.
+inline TreeCandidate load_candidate(const test_support::CorpusEntry& e) {
+  return load_candidate_built_at(e.dir, e.bin_dir());
 }
 
 inline std::filesystem::path tree(const std::string& rel) {

@@ -2,7 +2,9 @@
 // (or the shared-memory poisoning method) that must name it, and the small calls they run on.
 // gpu_sanitizer_test runs them on the device; gpu_artifacts_test checks on the CPU that every
 // corpus entry whose expect.json names the sanitizer gate is listed here and that these calls run
-// each listed candidate (not the reference), so no case can pass by sanitizing the wrong kernel.
+// each listed RMSNorm candidate (not the reference), so no case can pass by sanitizing the wrong
+// kernel. Another operator's entries run on the sanitizer gate's own representative cases (the
+// worker's default, as `kloop evaluate` runs them).
 #pragma once
 
 #include <string_view>
@@ -12,21 +14,23 @@
 namespace kloop::gputest {
 
 struct SanitizerCase {
-  std::string_view entry; // kernels/rmsnorm/corpus/<entry>
-  std::string_view tool;  // "memcheck", "racecheck", "initcheck", "synccheck" or "poison"
+  std::string_view op; // the operator's folder: kernels/<op>/corpus/<entry>
+  std::string_view entry;
+  std::string_view tool; // "memcheck", "racecheck", "initcheck", "synccheck" or "poison"
 };
 
 inline constexpr SanitizerCase kSanitizerCases[] = {
-    {"seed_missing_barrier", "racecheck"},    // warps read red[] before the others wrote it
-    {"p15_race_rows_per_block", "racecheck"}, // rows of one block reuse red[] without a barrier
-    {"seed_smem_index_oob", "memcheck"},      // shared index past its allocation
-    {"uninit_global_read", "initcheck"},      // y read before the kernel writes it
-    {"divergent_barrier", "synccheck"},       // a barrier reached by half of each warp
-    {"uninit_shared_read", "poison"},         // result depends on stale shared memory
+    {"rmsnorm", "seed_missing_barrier", "racecheck"},    // warps read red[] before others wrote it
+    {"rmsnorm", "p15_race_rows_per_block", "racecheck"}, // rows of a block reuse red[], no barrier
+    {"rmsnorm", "seed_smem_index_oob", "memcheck"},      // shared index past its allocation
+    {"rmsnorm", "uninit_global_read", "initcheck"},      // y read before the kernel writes it
+    {"rmsnorm", "divergent_barrier", "synccheck"},       // a barrier reached by half of each warp
+    {"rmsnorm", "uninit_shared_read", "poison"},         // result depends on stale shared memory
+    {"softmax", "p15_race_rows_per_block", "racecheck"}, // 4 rows of a block reuse the buffers
 };
 
-// Small representative calls (the worker's sanitize-mode cases): tails around a 256-thread tile,
-// all dtypes, a strided view, and up to four rows, so a kernel with several rows per block
+// Small representative RMSNorm calls (the worker's sanitize-mode cases): tails around a 256-thread
+// tile, all dtypes, a strided view, and up to four rows, so a kernel with several rows per block
 // reuses its shared buffer within one block.
 inline nlohmann::json sanitizer_small_cases() {
   using nlohmann::json;

@@ -38,19 +38,20 @@ std::string mode_name(Mode m) {
   return m == Mode::kFast ? "fast" : "sequential";
 }
 
-// Writes the request folder of `rel` (corpus/<name> or baseline) and runs the whole gate.
-GateResult sanitize(const std::string& rel, Mode mode = Mode::kSequential) {
-  const gputest::TreeCandidate c = gputest::load_candidate(gputest::tree(rel));
+// Writes the request folder of `c` and runs the whole gate; `small_cases`: RMSNorm's small calls
+// (sanitizer_cases.h), else the worker's default representative cases for c's operator.
+GateResult sanitize(const gputest::TreeCandidate& c, Mode mode, bool small_cases) {
   const fs::path dir =
       fs::temp_directory_path() / ("kloop-sanitize-" + c.name + "-" + std::to_string(::getpid()));
   fs::create_directories(dir);
   std::ofstream(dir / "kernel.cubin", std::ios::binary) << c.cubin;
   std::ofstream(dir / "kernel.cu") << c.source;
-  const json req{{"mode", "sanitize"},
-                 {"cubin", "kernel.cubin"},
-                 {"source", "kernel.cu"},
-                 {"manifest", json::parse(c.manifest_text)},
-                 {"sanitize", {{"cases", gputest::sanitizer_small_cases()}}}};
+  json req{{"mode", "sanitize"},
+           {"cubin", "kernel.cubin"},
+           {"source", "kernel.cu"},
+           {"manifest", json::parse(c.manifest_text)},
+           {"sanitize", json::object()}};
+  if (small_cases) req["sanitize"]["cases"] = gputest::sanitizer_small_cases();
   std::ofstream(dir / "request.json") << req.dump();
   GateConfig cfg;
   cfg.sanitizer_path = sanitizer_path();
@@ -67,6 +68,19 @@ GateResult sanitize(const std::string& rel, Mode mode = Mode::kSequential) {
   GateResult g = run_gate(cfg, run_subprocess, &reports); // thread-safe for the concurrent tools
   fs::remove_all(dir);
   return g;
+}
+
+// RMSNorm's `rel` (corpus/<name> or baseline) on the small calls.
+GateResult sanitize(const std::string& rel, Mode mode = Mode::kSequential) {
+  return sanitize(gputest::load_candidate(gputest::tree(rel)), mode, true);
+}
+
+// A corpus entry of any operator: RMSNorm's on the small calls, another's on its default cases.
+GateResult sanitize(const gputest::SanitizerCase& c, Mode mode) {
+  const std::string op(c.op), entry(c.entry);
+  for (const test_support::CorpusEntry& e : test_support::corpus_entries("corpus", op))
+    if (e.name == entry) return sanitize(gputest::load_candidate(e), mode, op == "rmsnorm");
+  throw std::runtime_error("no corpus entry kernels/" + op + "/corpus/" + entry);
 }
 
 const json& tool(const GateResult& g, const std::string& name) {
@@ -109,7 +123,7 @@ class GpuSanitizerCaseTest
 TEST_P(GpuSanitizerCaseTest, DefectIsCaughtByItsTool) {
   require_sanitizer();
   const auto [c, mode] = GetParam();
-  const GateResult g = sanitize("corpus/" + std::string(c.entry), mode);
+  const GateResult g = sanitize(c, mode);
   EXPECT_EQ(g.status, GateStatus::kFail) << g.reason;
   EXPECT_EQ(tool(g, std::string(c.tool))["outcome"], "hazards") << g.evidence.dump(1);
 }
@@ -126,7 +140,9 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Combine(testing::ValuesIn(tool_cases()),
                      testing::Values(Mode::kSequential, Mode::kFast)),
     [](const testing::TestParamInfo<std::tuple<gputest::SanitizerCase, Mode>>& info) {
-      return std::string(std::get<0>(info.param).entry) + "_" + mode_name(std::get<1>(info.param));
+      const gputest::SanitizerCase& c = std::get<0>(info.param);
+      return std::string(c.op) + "_" + std::string(c.entry) + "_" +
+             mode_name(std::get<1>(info.param));
     });
 
 // Poisoning alone (no compute-sanitizer): the worker's sanitize mode through the real runner.
