@@ -13,6 +13,7 @@
 #include "evaluator/pipeline.h"
 #include "evaluator/subprocess.h"
 #include "evaluator/throughput.h"
+#include "kernels/registry.h"
 #include "store/store.h"
 #include "store/text_view.h"
 
@@ -125,7 +126,7 @@ void register_evaluate(CLI::App& app, int& exit_code) {
   auto* sub = app.add_subcommand(
       "evaluate", "Run one candidate (kernel.cu + manifest.json) through every gate that can run "
                   "here. Exit: 0 pass, 1 reject, 2 usage, 3 could not finish (no device)");
-  sub->add_option("op", args->op, "Operator (rmsnorm)")->required();
+  sub->add_option("op", args->op, "Operator: " + op::operator_names())->required();
   sub->add_option("--candidate", args->candidate_dir, "Folder with kernel.cu and manifest.json")
       ->required();
   sub->add_flag("--json", args->json, "Print one JSON document (the public report)");

@@ -548,7 +548,7 @@ CLI::Validator devices_check() {
 void register_optimize(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<OptimizeArgs>();
   auto* sub = app.add_subcommand("optimize", "Run the refinement loop for an operator");
-  sub->add_option("op", args->op, "Operator (rmsnorm)")->required();
+  sub->add_option("op", args->op, "Operator: " + op::operator_names())->required();
   auto* budget = sub->add_option("--budget", args->budget, "Iterations (candidates) allowed")
                      ->check(CLI::Range(1, 100));
   auto* provider = sub->add_option("--provider", args->provider, "Generator")

@@ -65,6 +65,18 @@ std::string canonical(const std::string& p) {
   return ec ? p : c.string();
 }
 
+// A hint for the <math.h> macros a kernel written for nvcc uses and NVRTC lacks (INFINITY, NAN):
+// libcu++'s <cuda/std/cmath> defines both under NVRTC (cccl/cuda/std/detail/libcxx/include/cmath).
+std::string math_macro_hint(const std::string& diagnostics) {
+  for (const char* macro : {"INFINITY", "NAN"})
+    if (diagnostics.find(fmt::format("identifier \"{}\" is undefined", macro)) != std::string::npos)
+      return fmt::format(" ({} is a <math.h> macro, and NVRTC has no <math.h>: #include "
+                         "<cuda/std/cmath>, which defines INFINITY and NAN under NVRTC, or use "
+                         "cuda::std::numeric_limits<float>)",
+                         macro);
+  return {};
+}
+
 // The first neutralised directive whose #error the compiler reported (it was reached), if any.
 const IncludeProblem* reached_include(const std::string& log,
                                       const std::vector<IncludeProblem>& neutralised) {
@@ -250,7 +262,8 @@ BuildResult build_candidate(std::string_view source, const std::string& target,
     } else {
       evaluator::evidence::BuildEvidence{{}, reduced}.write_to(evidence);
       const std::string first = reduced.substr(0, reduced.find('\n'));
-      r.gate = gate(GateStatus::kFail, "build: NVRTC compile error: " + first, evidence);
+      r.gate = gate(GateStatus::kFail,
+                    "build: NVRTC compile error: " + first + math_macro_hint(reduced), evidence);
     }
   } else {
     throw InfraError("build worker failed: " +

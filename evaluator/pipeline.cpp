@@ -83,8 +83,11 @@ GateResult contract_gate(const Candidate& candidate, const op::Operator* wanted,
     evidence::ContractEvidence evidence;
     for (const auto& e : problems)
       evidence.errors.push_back({e.field, e.message});
-    return {std::string(kGateContract), GateStatus::kFail, problems.front().message,
-            evidence.to_json()};
+    std::string reason = problems.front().message;
+    if (problems.size() > 1)
+      reason += fmt::format(" (+{} more errors; the gate's evidence lists every one)",
+                            problems.size() - 1);
+    return {std::string(kGateContract), GateStatus::kFail, reason, evidence.to_json()};
   }
   GateResult g{
       std::string(kGateContract),

@@ -118,6 +118,18 @@ bool parse_function_header(const Statement& st, Function& f) {
     }
     for (const auto& part : split_top_level(rest.substr(open + 1, close - open - 1)))
       if (!part.empty()) f.params.push_back(parse_param(part));
+    // Performance-tuning directives between the parameter list and the body (PTX ISA,
+    // "Performance-Tuning Directives"): .maxntid nx[, ny[, nz]] and .reqntid likewise.
+    static const std::regex kThreads(
+        R"(\.(maxntid|reqntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?)");
+    const std::string tail = close < rest.size() ? rest.substr(close + 1) : std::string();
+    for (auto it = std::sregex_iterator(tail.begin(), tail.end(), kThreads);
+         it != std::sregex_iterator(); ++it) {
+      long long n = 1;
+      for (int g = 2; g <= 4; ++g)
+        if ((*it)[g].matched) n *= std::stoll((*it)[g].str());
+      ((*it)[1].str() == "maxntid" ? f.maxntid : f.reqntid) = n;
+    }
   }
   return true;
 }

@@ -39,6 +39,10 @@ struct Function {
   int line = 0;         // line of the declaration
   bool defined = false; // has a body (a prototype or an .extern declaration has none)
   std::vector<Param> params;
+  // The product of the header's .maxntid / .reqntid dimensions (__launch_bounds__ and
+  // __cluster_dims__-free kernels: ".maxntid 128, 1, 1"); 0 when the header has none.
+  long long maxntid = 0;
+  long long reqntid = 0;
   std::vector<Statement> body; // statements between the body's braces (nested scopes flattened)
 };
 

@@ -40,7 +40,7 @@ std::string demangle(const std::string& name) {
 std::vector<PtxEntry> entries_of(const ptx::Module& module) {
   std::vector<PtxEntry> out;
   for (const ptx::Function* f : module.entries()) {
-    PtxEntry e{f->name, f->line, {}, demangle(f->name)};
+    PtxEntry e{f->name, f->line, {}, demangle(f->name), f->maxntid, f->reqntid};
     for (const auto& p : f->params)
       e.param_types.push_back(p.type);
     out.push_back(std::move(e));
@@ -48,22 +48,56 @@ std::vector<PtxEntry> entries_of(const ptx::Module& module) {
   return out;
 }
 
-// "entry point 'NAME' (float16) is not a kernel of the compiled module; it defines: a, b ...",
-// with a hint when a C++ kernel of that name exists (it lacks extern "C").
+// "manifest FIELD = "NAME" is not a kernel of the compiled module (the module defines ...)", with a
+// hint when a C++ kernel of that name exists (it lacks extern "C"; namespaced kernels included).
+// `field`: the manifest path of the entry ("entry_points.float16", or in format 2
+// "variants[1].entry_points.float16 (variant 'wide')").
 std::string missing_entry_message(const std::vector<PtxEntry>& entries, const std::string& name,
-                                  DType dtype) {
+                                  const std::string& field) {
   std::string defined, hint;
   for (const auto& e : entries) {
     defined += (defined.empty() ? "" : ", ") + e.name;
-    if (!e.demangled.empty() && e.demangled.rfind(name + "(", 0) == 0)
-      hint = fmt::format("; '{}' is there with C++ linkage as {} ({}): declare it extern \"C\"",
+    const bool named =
+        !e.demangled.empty() && (e.demangled.rfind(name + "(", 0) == 0 ||
+                                 e.demangled.find("::" + name + "(") != std::string::npos);
+    if (named)
+      hint = fmt::format("; '{}' is there with C++ linkage as {} ({}): declare it extern \"C\" "
+                         "(outside any anonymous namespace)",
                          name, e.name, e.demangled);
   }
-  return fmt::format("manifest entry_points.{} = \"{}\" is not a kernel of the compiled module "
+  return fmt::format("manifest {} = \"{}\" is not a kernel of the compiled module "
                      "(the module defines {}){}; define it as extern \"C\" __global__ void {}(...) "
                      "or name one of the module's kernels",
-                     dtype_name(dtype), name,
-                     defined.empty() ? "no kernels" : "the kernels " + defined, hint, name);
+                     field, name, defined.empty() ? "no kernels" : "the kernels " + defined, hint,
+                     name);
+}
+
+// An entry point to check, with the manifest field that names it and the block size its variant
+// launches it with (0: unknown, not checked).
+struct EntryRef {
+  DType dtype;
+  std::string name;
+  std::string field;
+  int block_threads = 0;
+  std::string launch_field; // "launch.block_threads" or "variants[i].launch.block_threads"
+};
+
+// Why `e` cannot be launched with blocks of `block_threads` threads (its __launch_bounds__ or
+// required block size says otherwise: the launch would fail), or empty.
+std::string launch_bounds_problem(const PtxEntry& e, const EntryRef& ref) {
+  if (ref.block_threads <= 0) return {};
+  if (e.maxntid > 0 && e.maxntid < ref.block_threads)
+    return fmt::format("PTX line {}: entry '{}' is compiled for at most {} threads per block "
+                       "(.maxntid: its __launch_bounds__), but the manifest launches it with "
+                       "{} = {}; the launch would fail: raise __launch_bounds__ to at least {} or "
+                       "lower {}",
+                       e.line, e.name, e.maxntid, ref.launch_field, ref.block_threads,
+                       ref.block_threads, ref.launch_field);
+  if (e.reqntid > 0 && e.reqntid != ref.block_threads)
+    return fmt::format("PTX line {}: entry '{}' requires exactly {} threads per block (.reqntid), "
+                       "but the manifest launches it with {} = {}; make them equal",
+                       e.line, e.name, e.reqntid, ref.launch_field, ref.block_threads);
+  return {};
 }
 
 } // namespace
@@ -130,16 +164,30 @@ std::string contract_signature_problem(const PtxEntry& entry, const op::Declarat
     got += (got.empty() ? "" : ",") + t;
   for (const op::AbiParam& p : want)
     need += (need.empty() ? "" : ", ") + p.c_type + " " + p.name;
-  return fmt::format("PTX line {}: entry '{}' has parameters ({}); the contract needs ({})",
-                     entry.line, entry.name, got, need);
+  // The first parameter that differs, in the contract's terms.
+  std::string first;
+  if (entry.param_types.size() != want.size()) {
+    first = fmt::format("{} parameters where the contract has {}", entry.param_types.size(),
+                        want.size());
+  } else {
+    for (std::size_t p = 0; p < want.size() && first.empty(); ++p)
+      if (std::find(want[p].ptx_types.begin(), want[p].ptx_types.end(), entry.param_types[p]) ==
+          want[p].ptx_types.end())
+        first = fmt::format("parameter {} ('{} {}') is {} in the PTX", p + 1, want[p].c_type,
+                            want[p].name, entry.param_types[p]);
+  }
+  return fmt::format("PTX line {}: entry '{}' has parameters ({}); the contract needs ({}): {}",
+                     entry.line, entry.name, got, need, first);
 }
 
 std::string contract_signature_problem(const PtxEntry& entry) {
   return contract_signature_problem(entry, rmsnorm::declaration());
 }
 
-PtxInspection inspect_ptx(std::string_view ptx, const op::Declaration& decl,
-                          const std::vector<std::pair<DType, std::string>>& entry_points) {
+namespace {
+
+PtxInspection inspect(std::string_view ptx, const op::Declaration& decl,
+                      const std::vector<EntryRef>& entry_points) {
   PtxInspection out;
   const ptx::Module module = ptx::parse_module(ptx);
   out.entries = entries_of(module);
@@ -162,13 +210,20 @@ PtxInspection inspect_ptx(std::string_view ptx, const op::Declaration& decl,
                    [](const PtxFinding& a, const PtxFinding& b) { return a.line < b.line; });
   // Signatures and missing entries, in dtype order after the construct findings.
   std::set<std::string> named;
-  for (const auto& [dtype, name] : entry_points) {
-    if (!named.insert(name).second) continue; // one check per entry point
+  for (const EntryRef& ref : entry_points) {
+    const std::string& name = ref.name;
+    auto found = std::find_if(out.entries.begin(), out.entries.end(),
+                              [&name](const PtxEntry& e) { return e.name == name; });
+    if (found != out.entries.end())
+      if (auto why = launch_bounds_problem(*found, ref); !why.empty())
+        out.findings.push_back({found->line, "launch_bounds", why}); // per variant
+    if (!named.insert(name).second) continue;                        // one check per entry point
 
     auto it = std::find_if(out.entries.begin(), out.entries.end(),
-                           [&name = name](const PtxEntry& e) { return e.name == name; });
+                           [&name](const PtxEntry& e) { return e.name == name; });
     if (it == out.entries.end()) {
-      out.findings.push_back({0, "missing_entry", missing_entry_message(out.entries, name, dtype)});
+      out.findings.push_back(
+          {0, "missing_entry", missing_entry_message(out.entries, name, ref.field)});
       continue;
     }
     if (auto why = contract_signature_problem(*it, decl); !why.empty())
@@ -177,6 +232,16 @@ PtxInspection inspect_ptx(std::string_view ptx, const op::Declaration& decl,
   for (const auto& e : out.entries)
     if (!named.contains(e.name)) out.unlisted_entries.push_back(e.name);
   return out;
+}
+
+} // namespace
+
+PtxInspection inspect_ptx(std::string_view ptx, const op::Declaration& decl,
+                          const std::vector<std::pair<DType, std::string>>& entry_points) {
+  std::vector<EntryRef> refs;
+  for (const auto& [dtype, name] : entry_points)
+    refs.push_back({dtype, name, "entry_points." + std::string(dtype_name(dtype))});
+  return inspect(ptx, decl, refs);
 }
 
 std::vector<std::pair<DType, std::string>> entry_points_of(const op::Manifest& manifest) {
@@ -189,7 +254,21 @@ std::vector<std::pair<DType, std::string>> entry_points_of(const op::Manifest& m
 
 PtxInspection inspect_ptx(std::string_view ptx, const op::Declaration& decl,
                           const op::Manifest& manifest) {
-  return inspect_ptx(ptx, decl, entry_points_of(manifest));
+  std::vector<EntryRef> refs;
+  for (std::size_t i = 0; i < manifest.variants.size(); ++i) {
+    const op::Variant& v = manifest.variants[i];
+    for (const auto& [dtype, name] : v.entry_points) {
+      const std::string key = "entry_points." + std::string(dtype_name(dtype));
+      refs.push_back({dtype, name,
+                      manifest.format == 1
+                          ? key
+                          : fmt::format("variants[{}].{} (variant '{}')", i, key, v.name),
+                      v.launch.block_threads,
+                      manifest.format == 1 ? "launch.block_threads"
+                                           : fmt::format("variants[{}].launch.block_threads", i)});
+    }
+  }
+  return inspect(ptx, decl, refs);
 }
 
 std::vector<PtxFinding> check_ptx(std::string_view ptx, const op::Declaration& decl,

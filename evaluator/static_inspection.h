@@ -48,6 +48,8 @@ struct PtxEntry {
   int line = 0; // 1-based line of ".entry NAME("
   std::vector<std::string> param_types;
   std::string demangled; // empty for an extern "C" name
+  long long maxntid = 0; // threads per block __launch_bounds__ allows (.maxntid); 0: no bound
+  long long reqntid = 0; // threads per block the kernel requires (.reqntid); 0: none
 };
 std::vector<PtxEntry> parse_ptx_entries(std::string_view ptx);
 
@@ -62,7 +64,8 @@ std::string contract_signature_problem(const PtxEntry& entry);
 struct PtxFinding {
   int line = 0;        // 1-based PTX line (0: not tied to a line, e.g. a missing entry)
   std::string kind;    // "module_state", "clock", "globaltimer", "malloc", "free", "printf",
-                       // "assert", "trap", "brkpt", "missing_entry", "signature"
+                       // "assert", "trap", "brkpt", "missing_entry", "signature",
+                       // "launch_bounds"
   std::string message; // names the construct, the PTX line and what to do instead
 };
 

@@ -314,7 +314,10 @@ void parse_format1(Checker& c, const Declaration& d, const json& doc, Manifest& 
   m.variants.push_back(std::move(v));
 }
 
-void parse_dtypes(Checker& c, const json& when, const std::string& path, Variant& v) {
+// when.dtypes of the variant at `where` ("variants[i]."): each a dtype with an entry point, named
+// once, and no entry point for a dtype it leaves out (that entry could never be launched).
+void parse_dtypes(Checker& c, const json& when, const std::string& where, Variant& v) {
+  const std::string path = where + "when";
   auto it = when.find("dtypes");
   if (it == when.end()) return;
   if (!it->is_array() || it->empty()) {
@@ -336,8 +339,19 @@ void parse_dtypes(Checker& c, const json& when, const std::string& path, Variant
              fmt::format("'{}.dtypes' names {} but the variant has no entry point for it; add "
                          "one to its entry_points or drop it",
                          path, dtype_name(*dt)));
+    if (std::find(v.when.dtypes.begin(), v.when.dtypes.end(), *dt) != v.when.dtypes.end())
+      c.fail(path + ".dtypes", fmt::format("'{}.dtypes' names {} twice; name each dtype once", path,
+                                           dtype_name(*dt)));
     v.when.dtypes.push_back(*dt);
   }
+  if (v.when.dtypes.empty()) return;
+  for (const auto& [dtype, name] : v.entry_points)
+    if (std::find(v.when.dtypes.begin(), v.when.dtypes.end(), dtype) == v.when.dtypes.end())
+      c.fail(where + "entry_points." + std::string(dtype_name(dtype)),
+             fmt::format("'{}entry_points.{}' = \"{}\" could never be launched: '{}.dtypes' "
+                         "leaves {} out; add {} to '{}.dtypes' or remove the entry",
+                         where, dtype_name(dtype), name, path, dtype_name(dtype), dtype_name(dtype),
+                         path));
 }
 
 void parse_format2(Checker& c, const Declaration& d, const json& doc, Manifest& m) {
@@ -370,7 +384,7 @@ void parse_format2(Checker& c, const Declaration& d, const json& doc, Manifest& 
     if (const json* when = c.object(vj, "when", where + "when", false)) {
       c.known_keys(*when, where + "when", when_keys(d, true));
       parse_when(c, d, *when, where + "when", false, v.when);
-      parse_dtypes(c, *when, where + "when", v);
+      parse_dtypes(c, *when, where, v);
     } else {
       parse_when(c, d, json::object(), where + "when", false, v.when);
     }
@@ -467,10 +481,25 @@ ManifestParse parse_manifest(const Declaration& decl, std::string_view manifest_
   const std::vector<std::string> common = {"contract",     "format",        "target",
                                            "known_limits", "build_command", "claimed_target"};
   std::vector<std::string> keys = common;
-  if (m.format == 1)
+  if (m.format == 1) {
     keys.insert(keys.end(), {"entry_points", "launch", "dispatch"});
-  else
+    if (doc.contains("variants") && !doc.contains("format")) {
+      keys.emplace_back("variants"); // one error, with the fix, instead of "unknown key"
+      c.fail("variants", "'variants' is a key of manifest format 2: add \"format\": 2 to "
+                         "declare per-shape variants (docs/CANDIDATE-FORMAT.md), or write format "
+                         "1's entry_points, launch and dispatch instead");
+    }
+  } else {
     keys.emplace_back("variants");
+    for (const char* k : {"entry_points", "launch", "dispatch"})
+      if (doc.contains(k)) {
+        keys.emplace_back(k);
+        c.fail(k, fmt::format("'{}' is a key of manifest format 1; in format 2 each variant of "
+                              "'variants' has its own entry_points and launch, and its "
+                              "dispatch clauses go in its 'when'",
+                              k));
+      }
+  }
   c.known_keys(doc, "", keys);
   c.string(doc, "contract", "contract", true, {decl.id()});
   if (m.format == 1)

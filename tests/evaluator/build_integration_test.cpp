@@ -140,6 +140,10 @@ TEST_F(BuildIntegrationTest, FormatTwoManifestWithTwoVariantsIsPendingDeviceVali
   const GateResult* st = missing.report.find("static");
   EXPECT_EQ(st->status, GateStatus::kFail);
   EXPECT_NE(st->reason.find("rms_bf16_fast"), std::string::npos) << st->reason;
+  // It names the field the manifest really has: the second variant's entry point.
+  EXPECT_NE(st->reason.find("manifest variants[1].entry_points.bfloat16 (variant 'rest')"),
+            std::string::npos)
+      << st->reason;
   EXPECT_EQ(missing.report.verdict, Verdict::kReject);
 }
 
@@ -364,6 +368,23 @@ TEST_F(BuildIntegrationTest, CompileErrorIsReducedAndRedacted) {
   EXPECT_NE(d.find("undefined_name"), std::string::npos) << d;
   EXPECT_EQ(ev.report.to_json().dump().find("/tmp/"), std::string::npos);
   EXPECT_NE(ev.build->log.find("undefined_name"), std::string::npos); // verbatim log kept
+}
+
+// A kernel written for nvcc that uses INFINITY: NVRTC has no <math.h>, and the reason says what
+// defines it; the suggested include then builds.
+TEST_F(BuildIntegrationTest, InfinityWithoutMathHGetsTheLibcuxxHint) {
+  const std::string body = "extern \"C\" __global__ void rms_f32(const float* x, const float* "
+                           "weight, float* y, long long rows, int H, long long xs, long long ys, "
+                           "float eps) {\n  y[0] = -INFINITY;\n}\n";
+  auto ev = evaluate(candidate_from(body, forbidden_manifest));
+  const GateResult* g = ev.report.find("build");
+  ASSERT_EQ(g->status, GateStatus::kFail) << ev.report.to_json().dump(2);
+  EXPECT_NE(g->reason.find("identifier \"INFINITY\" is undefined"), std::string::npos) << g->reason;
+  EXPECT_NE(g->reason.find("#include <cuda/std/cmath>"), std::string::npos) << g->reason;
+  // Twin: with that include the same kernel builds.
+  auto fixed = evaluate(candidate_from("#include <cuda/std/cmath>\n" + body, forbidden_manifest));
+  EXPECT_EQ(fixed.report.find("build")->status, GateStatus::kPass)
+      << fixed.report.find("build")->reason;
 }
 
 TEST_F(BuildIntegrationTest, MalformedManifestsGiveNamedContractErrors) {

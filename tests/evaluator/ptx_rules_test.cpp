@@ -276,6 +276,48 @@ TEST(PtxEntryTest, MissingEntryNamesTheKernelsTheModuleDefines) {
   EXPECT_TRUE(findings_of(module("", ""), f32_manifest()).empty());
 }
 
+// Format 2: the finding names the variant's own field, which the manifest really has.
+TEST(PtxEntryTest, MissingEntryOfAVariantNamesTheVariantsField) {
+  op::Manifest m = f32_manifest();
+  m.format = 2;
+  m.variants[0].name = "narrow";
+  op::Variant& wide = m.variants.emplace_back();
+  wide.name = "wide";
+  wide.entry_points[DType::kFloat16] = "wide_f16";
+  const auto f = findings_of(module("", ""), m);
+  ASSERT_EQ(kinds(f), std::vector<std::string>{"missing_entry"});
+  EXPECT_NE(f[0].message.find("manifest variants[1].entry_points.float16 (variant 'wide') = "
+                              "\"wide_f16\""),
+            std::string::npos)
+      << f[0].message;
+  // Twin: format 1 keeps its top-level path.
+  op::Manifest one = f32_manifest();
+  one.variants[0].entry_points[DType::kFloat16] = "wide_f16";
+  const auto g = findings_of(module("", ""), one);
+  ASSERT_EQ(kinds(g), std::vector<std::string>{"missing_entry"});
+  EXPECT_NE(g[0].message.find("manifest entry_points.float16 = \"wide_f16\""), std::string::npos)
+      << g[0].message;
+}
+
+// A kernel of that name inside a namespace (C++ linkage) gets the extern "C" hint too.
+TEST(PtxEntryTest, NamespacedKernelOfTheEntrysNameGetsTheExternCHint) {
+  auto m = f32_manifest();
+  m.variants[0].entry_points[DType::kFloat16] = "rms_f16";
+  const std::string ptx = module("", "") + ".visible .entry _ZN3lib7rms_f16EPKfPfxixxf(\n\t.param "
+                                           ".u64 p0\n)\n{\n\tret;\n}\n";
+  const auto f = findings_of(ptx, m);
+  ASSERT_EQ(kinds(f), std::vector<std::string>{"missing_entry"});
+  EXPECT_NE(f[0].message.find("with C++ linkage as _ZN3lib7rms_f16EPKfPfxixxf (lib::rms_f16("),
+            std::string::npos)
+      << f[0].message;
+  // Twin: a kernel whose name only ends like the entry's gets no hint.
+  const std::string other = module("", "") + ".visible .entry _ZN3lib8xrms_f16EPKfPfxixxf(\n\t"
+                                             ".param .u64 p0\n)\n{\n\tret;\n}\n";
+  const auto g = findings_of(other, m);
+  ASSERT_EQ(kinds(g), std::vector<std::string>{"missing_entry"});
+  EXPECT_EQ(g[0].message.find("C++ linkage"), std::string::npos) << g[0].message;
+}
+
 TEST(PtxEntryTest, WrongParameterListIsASignatureFinding) {
   const std::string ptx = ".visible .entry rms_f32(\n\t.param .u64 p0,\n\t.param .u64 p1\n)\n"
                           "{\n\tret;\n}\n";
@@ -286,6 +328,52 @@ TEST(PtxEntryTest, WrongParameterListIsASignatureFinding) {
   EXPECT_EQ(contract_signature_problem(e), "");
   e.param_types[7] = ".b8[16]"; // an aggregate where eps belongs
   EXPECT_NE(contract_signature_problem(e).find(".b8[16]"), std::string::npos);
+  EXPECT_NE(contract_signature_problem(e).find("parameter 8 ('float eps') is .b8[16] in the PTX"),
+            std::string::npos)
+      << contract_signature_problem(e);
+  e.param_types[7] = ".f32";
+  e.param_types[3] = ".u32"; // int rows where the contract has long long rows
+  EXPECT_NE(contract_signature_problem(e).find("parameter 4 ('long long rows') is .u32"),
+            std::string::npos)
+      << contract_signature_problem(e);
+  e.param_types.pop_back();
+  EXPECT_NE(contract_signature_problem(e).find("7 parameters where the contract has 8"),
+            std::string::npos)
+      << contract_signature_problem(e);
+}
+
+// __launch_bounds__ below the manifest's block size: the launch would fail, so the static gate says
+// so from the PTX header's .maxntid (or .reqntid: exactly that many threads).
+TEST(PtxLaunchBoundsTest, BlockLargerThanTheLaunchBoundsIsALaunchBoundsFinding) {
+  op::Manifest m = f32_manifest(); // module(): .maxntid 256, 1, 1
+  m.variants[0].launch.block_threads = 512;
+  const auto f = findings_of(module("", ""), m);
+  ASSERT_EQ(kinds(f), std::vector<std::string>{"launch_bounds"});
+  EXPECT_EQ(f[0].line, 4);
+  EXPECT_NE(f[0].message.find("at most 256 threads per block"), std::string::npos) << f[0].message;
+  EXPECT_NE(f[0].message.find("launch.block_threads = 512"), std::string::npos) << f[0].message;
+  // Twins: the bound itself and fewer threads launch.
+  for (int block : {256, 128}) {
+    m.variants[0].launch.block_threads = block;
+    EXPECT_TRUE(findings_of(module("", ""), m).empty()) << block;
+  }
+  // .reqntid 128, 2, 1 requires exactly 256 threads.
+  std::string req = module("", "");
+  req.replace(req.find(".maxntid 256, 1, 1"), 18, ".reqntid 128, 2, 1");
+  m.variants[0].launch.block_threads = 256;
+  EXPECT_TRUE(findings_of(req, m).empty());
+  m.variants[0].launch.block_threads = 128;
+  const auto g = findings_of(req, m);
+  ASSERT_EQ(kinds(g), std::vector<std::string>{"launch_bounds"});
+  EXPECT_NE(g[0].message.find("requires exactly 256 threads"), std::string::npos) << g[0].message;
+  // Format 2 names the variant's own launch field.
+  op::Manifest two = f32_manifest();
+  two.format = 2;
+  two.variants[0].launch.block_threads = 1024;
+  const auto h = findings_of(module("", ""), two);
+  ASSERT_EQ(kinds(h), std::vector<std::string>{"launch_bounds"});
+  EXPECT_NE(h[0].message.find("variants[0].launch.block_threads = 1024"), std::string::npos)
+      << h[0].message;
 }
 
 TEST(PtxEntryTest, KernelsTheManifestDoesNotNameAreListed) {

@@ -204,11 +204,57 @@ TEST(ManifestVariantsTest, MalformedVariantListsAreNamedByField) {
   const ManifestError e = first_error(head + "[" + f16_only + "]}");
   EXPECT_EQ(e.field, "variants[0].when.dtypes");
   EXPECT_NE(e.message.find("no entry point"), std::string::npos) << e.message;
-  EXPECT_EQ(first_error(R"({"contract": "weighted_rmsnorm/1", "format": 2, "target": "sm_90",
-                           "entry_points": {"float32": "k"}})")
-                .field,
-            "entry_points")
-      << "format 2 takes variants, not format 1's keys";
+  const ManifestError top = first_error(R"({"contract": "weighted_rmsnorm/1", "format": 2,
+                                            "target": "sm_90", "entry_points": {"float32": "k"}})");
+  EXPECT_EQ(top.field, "entry_points") << "format 2 takes variants, not format 1's keys";
+  EXPECT_NE(top.message.find("each variant of 'variants' has its own entry_points"),
+            std::string::npos)
+      << top.message;
+}
+
+// Mistakes a first format-2 manifest makes: each gets one error naming the field and the fix.
+TEST(ManifestVariantsTest, FormatTwoMistakesGetTheirFix) {
+  const Declaration& decl = rmsnorm().declaration();
+  auto errors = [&](const std::string& text) {
+    const ManifestParse p = parse_manifest(decl, text);
+    EXPECT_FALSE(p.manifest.has_value()) << text;
+    return p.errors;
+  };
+  const std::string launch = R"("launch": {"block_threads": 128, "rows_per_block": 1, "grid":
+    "per_rows", "dynamic_smem": {"fixed_bytes": 0, "bytes_per_h": 0}})";
+  // "variants" without "format": 2.
+  const auto forgot =
+      errors(R"({"contract": "weighted_rmsnorm/1", "target": "sm_90", "variants": [{"entry_points":
+                 {"float32": "k"}, )" +
+             launch + "}]}");
+  ASSERT_FALSE(forgot.empty());
+  EXPECT_EQ(forgot.front().field, "variants");
+  EXPECT_NE(forgot.front().message.find("add \"format\": 2"), std::string::npos)
+      << forgot.front().message;
+  for (const ManifestError& e : forgot)
+    EXPECT_EQ(e.message.find("unknown key 'variants'"), std::string::npos) << e.message;
+  const std::string head = R"({"contract": "weighted_rmsnorm/1", "format": 2, "target": "sm_90",
+                               "variants": [)";
+  // An entry point for a dtype that when.dtypes leaves out could never be launched.
+  const auto dead = errors(head + R"({"when": {"dtypes": ["float16"]}, "entry_points":
+    {"float16": "k16", "float32": "k32"}, )" +
+                           launch + "}]}");
+  ASSERT_EQ(dead.size(), 1u) << dead.front().message;
+  EXPECT_EQ(dead.front().field, "variants[0].entry_points.float32");
+  EXPECT_NE(dead.front().message.find("could never be launched"), std::string::npos)
+      << dead.front().message;
+  // A dtype named twice.
+  const auto twice = errors(head + R"({"when": {"dtypes": ["float16", "float16"]},
+    "entry_points": {"float16": "k16"}, )" +
+                            launch + "}]}");
+  ASSERT_EQ(twice.size(), 1u) << twice.front().message;
+  EXPECT_EQ(twice.front().field, "variants[0].when.dtypes");
+  EXPECT_NE(twice.front().message.find("twice"), std::string::npos) << twice.front().message;
+  // Twin: the same variant with its dtypes right parses.
+  const ManifestParse ok = parse_manifest(decl, head + R"({"when": {"dtypes": ["float16"]},
+    "entry_points": {"float16": "k16"}, )" + launch +
+                                                    "}]}");
+  EXPECT_TRUE(ok.manifest.has_value()) << (ok.errors.empty() ? "" : ok.errors.front().message);
 }
 
 } // namespace
