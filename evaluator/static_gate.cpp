@@ -99,13 +99,11 @@ nlohmann::json inspect_sass(const std::string& cubin, const std::string& cuda_ro
   return out;
 }
 
-namespace {
-
-// The gate from the module's inspection `ins`; `entry_points` give the evidence each entry's dtype.
-GateResult gate_of(const std::string& nvrtc_log, const std::string& ptx, const std::string& cubin,
-                   const PtxInspection& ins,
-                   const std::vector<std::pair<DType, std::string>>& entry_points,
-                   const std::string& cuda_root) {
+GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
+                       const std::string& cubin, const op::Declaration& decl,
+                       const op::Manifest& manifest, const std::string& cuda_root) {
+  const PtxInspection ins = inspect_ptx(ptx, decl, manifest);
+  const std::vector<std::pair<DType, std::string>> entry_points = entry_points_of(manifest);
   GateResult g{std::string(kGateStatic), GateStatus::kPass, "", nlohmann::json::object()};
   nlohmann::json resources = nlohmann::json::object();
   for (const auto& [name, r] : parse_ptxas_report(nvrtc_log))
@@ -159,24 +157,6 @@ GateResult gate_of(const std::string& nvrtc_log, const std::string& ptx, const s
   for (const auto& n : notes)
     g.reason += (g.reason.empty() ? "" : "; ") + n;
   return g;
-}
-
-} // namespace
-
-GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
-                       const std::string& cubin, const op::Declaration& decl,
-                       const std::vector<std::pair<DType, std::string>>& entry_points,
-                       const std::string& cuda_root) {
-  return gate_of(nvrtc_log, ptx, cubin, inspect_ptx(ptx, decl, entry_points), entry_points,
-                 cuda_root);
-}
-
-// The manifest's own inspection: findings name each variant's fields and check its launch bounds.
-GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
-                       const std::string& cubin, const op::Declaration& decl,
-                       const op::Manifest& manifest, const std::string& cuda_root) {
-  return gate_of(nvrtc_log, ptx, cubin, inspect_ptx(ptx, decl, manifest), entry_points_of(manifest),
-                 cuda_root);
 }
 
 } // namespace kloop::evaluator

@@ -73,11 +73,10 @@ std::string missing_entry_message(const std::vector<PtxEntry>& entries, const st
 }
 
 // An entry point to check, with the manifest field that names it and the block size its variant
-// launches it with (0: unknown, not checked).
+// launches it with.
 struct EntryRef {
-  DType dtype;
   std::string name;
-  std::string field;
+  std::string field; // "entry_points.float16" or "variants[i].entry_points.float16 (...)"
   int block_threads = 0;
   std::string launch_field; // "launch.block_threads" or "variants[i].launch.block_threads"
 };
@@ -85,7 +84,6 @@ struct EntryRef {
 // Why `e` cannot be launched with blocks of `block_threads` threads (its __launch_bounds__ or
 // required block size says otherwise: the launch would fail), or empty.
 std::string launch_bounds_problem(const PtxEntry& e, const EntryRef& ref) {
-  if (ref.block_threads <= 0) return {};
   if (e.maxntid > 0 && e.maxntid < ref.block_threads)
     return fmt::format("PTX line {}: entry '{}' is compiled for at most {} threads per block "
                        "(.maxntid: its __launch_bounds__), but the manifest launches it with "
@@ -154,17 +152,7 @@ std::vector<PtxEntry> parse_ptx_entries(std::string_view ptx) {
 
 std::string contract_signature_problem(const PtxEntry& entry, const op::Declaration& decl) {
   const std::vector<op::AbiParam> want = op::abi(decl);
-  bool ok = entry.param_types.size() == want.size();
-  for (std::size_t p = 0; ok && p < want.size(); ++p)
-    ok = std::find(want[p].ptx_types.begin(), want[p].ptx_types.end(), entry.param_types[p]) !=
-         want[p].ptx_types.end();
-  if (ok) return {};
-  std::string got, need;
-  for (const auto& t : entry.param_types)
-    got += (got.empty() ? "" : ",") + t;
-  for (const op::AbiParam& p : want)
-    need += (need.empty() ? "" : ", ") + p.c_type + " " + p.name;
-  // The first parameter that differs, in the contract's terms.
+  // The first difference, in the contract's terms; none: the parameter classes match.
   std::string first;
   if (entry.param_types.size() != want.size()) {
     first = fmt::format("{} parameters where the contract has {}", entry.param_types.size(),
@@ -176,6 +164,12 @@ std::string contract_signature_problem(const PtxEntry& entry, const op::Declarat
         first = fmt::format("parameter {} ('{} {}') is {} in the PTX", p + 1, want[p].c_type,
                             want[p].name, entry.param_types[p]);
   }
+  if (first.empty()) return {};
+  std::string got, need;
+  for (const auto& t : entry.param_types)
+    got += (got.empty() ? "" : ",") + t;
+  for (const op::AbiParam& p : want)
+    need += (need.empty() ? "" : ", ") + p.c_type + " " + p.name;
   return fmt::format("PTX line {}: entry '{}' has parameters ({}); the contract needs ({}): {}",
                      entry.line, entry.name, got, need, first);
 }
@@ -212,15 +206,12 @@ PtxInspection inspect(std::string_view ptx, const op::Declaration& decl,
   std::set<std::string> named;
   for (const EntryRef& ref : entry_points) {
     const std::string& name = ref.name;
-    auto found = std::find_if(out.entries.begin(), out.entries.end(),
-                              [&name](const PtxEntry& e) { return e.name == name; });
-    if (found != out.entries.end())
-      if (auto why = launch_bounds_problem(*found, ref); !why.empty())
-        out.findings.push_back({found->line, "launch_bounds", why}); // per variant
-    if (!named.insert(name).second) continue;                        // one check per entry point
-
     auto it = std::find_if(out.entries.begin(), out.entries.end(),
                            [&name](const PtxEntry& e) { return e.name == name; });
+    if (it != out.entries.end())
+      if (auto why = launch_bounds_problem(*it, ref); !why.empty())
+        out.findings.push_back({it->line, "launch_bounds", why}); // per variant
+    if (!named.insert(name).second) continue;                     // one check per entry point
     if (it == out.entries.end()) {
       out.findings.push_back(
           {0, "missing_entry", missing_entry_message(out.entries, name, ref.field)});
@@ -236,14 +227,6 @@ PtxInspection inspect(std::string_view ptx, const op::Declaration& decl,
 
 } // namespace
 
-PtxInspection inspect_ptx(std::string_view ptx, const op::Declaration& decl,
-                          const std::vector<std::pair<DType, std::string>>& entry_points) {
-  std::vector<EntryRef> refs;
-  for (const auto& [dtype, name] : entry_points)
-    refs.push_back({dtype, name, "entry_points." + std::string(dtype_name(dtype))});
-  return inspect(ptx, decl, refs);
-}
-
 std::vector<std::pair<DType, std::string>> entry_points_of(const op::Manifest& manifest) {
   std::vector<std::pair<DType, std::string>> out;
   for (const op::Variant& v : manifest.variants)
@@ -257,16 +240,11 @@ PtxInspection inspect_ptx(std::string_view ptx, const op::Declaration& decl,
   std::vector<EntryRef> refs;
   for (std::size_t i = 0; i < manifest.variants.size(); ++i) {
     const op::Variant& v = manifest.variants[i];
-    for (const auto& [dtype, name] : v.entry_points) {
-      const std::string key = "entry_points." + std::string(dtype_name(dtype));
-      refs.push_back({dtype, name,
-                      manifest.format == 1
-                          ? key
-                          : fmt::format("variants[{}].{} (variant '{}')", i, key, v.name),
-                      v.launch.block_threads,
-                      manifest.format == 1 ? "launch.block_threads"
-                                           : fmt::format("variants[{}].launch.block_threads", i)});
-    }
+    const std::string where = manifest.format == 1 ? "" : fmt::format("variants[{}].", i);
+    const std::string which = manifest.format == 1 ? "" : fmt::format(" (variant '{}')", v.name);
+    for (const auto& [dtype, name] : v.entry_points)
+      refs.push_back({name, where + "entry_points." + std::string(dtype_name(dtype)) + which,
+                      v.launch.block_threads, where + "launch.block_threads"});
   }
   return inspect(ptx, decl, refs);
 }

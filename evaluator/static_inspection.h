@@ -96,10 +96,8 @@ struct PtxInspection {
 // Every (dtype, entry point) of every variant of `manifest`, in variant order.
 std::vector<std::pair<DType, std::string>> entry_points_of(const op::Manifest& manifest);
 
-// `entry_points` are checked in order, each name once; the manifest form lists every variant's
-// entry points (entry_points_of).
-PtxInspection inspect_ptx(std::string_view ptx, const op::Declaration& decl,
-                          const std::vector<std::pair<DType, std::string>>& entry_points);
+// Every variant's entry points are checked in order, each name once (its launch bounds once per
+// variant that launches it); findings name the manifest's own fields.
 PtxInspection inspect_ptx(std::string_view ptx, const op::Declaration& decl,
                           const op::Manifest& manifest);
 
@@ -115,13 +113,9 @@ nlohmann::json parse_sass_summary(std::string_view sass);
 // {"status":"not_run","reason":"cuobjdump not found at ..."}.
 nlohmann::json inspect_sass(const std::string& cubin, const std::string& cuda_root);
 
-// The `static` gate: fail on any PtxFinding; evidence {"resources", "entries",
-// "unlisted_entries", "module_data", "findings", "sass"}. A pass names the unlisted kernels.
-GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
-                       const std::string& cubin, const op::Declaration& decl,
-                       const std::vector<std::pair<DType, std::string>>& entry_points,
-                       const std::string& cuda_root);
-// The same for a candidate of `decl` with `manifest` (every variant's entry points).
+// The `static` gate of a candidate of `decl` with `manifest` (every variant's entry points): fail
+// on any PtxFinding; evidence {"resources", "entries", "unlisted_entries", "module_data",
+// "findings", "sass"}. A pass names the unlisted kernels.
 GateResult static_gate(const std::string& nvrtc_log, const std::string& ptx,
                        const std::string& cubin, const op::Declaration& decl,
                        const op::Manifest& manifest, const std::string& cuda_root);

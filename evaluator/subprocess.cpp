@@ -214,17 +214,20 @@ ToolCall run_subprocess(const std::vector<std::string>& argv, const SubprocessOp
   Clock::time_point deadline = watch.deadline();
   bool kill_pending = false;
   Clock::time_point kill_at = start;
+  // At `now`: the deadline as progress moved it, and SIGTERM to the group once it has passed.
+  const auto enforce_deadline = [&](Clock::time_point now) {
+    deadline = watch.update(now);
+    if (call.timed_out || now < deadline) return;
+    call.timed_out = true;
+    call.deadline_capped = watch.capped(now);
+    ::kill(-pid, SIGTERM);
+    kill_at = now + options.kill_grace;
+    kill_pending = true;
+  };
   char buf[65536];
   while (streams[0].fd->get() >= 0 || streams[1].fd->get() >= 0) {
     const auto now = Clock::now();
-    deadline = watch.update(now);
-    if (!call.timed_out && now >= deadline) {
-      call.timed_out = true;
-      call.deadline_capped = watch.capped(now);
-      ::kill(-pid, SIGTERM);
-      kill_at = now + options.kill_grace;
-      kill_pending = true;
-    }
+    enforce_deadline(now);
     if (kill_pending && now >= kill_at) {
       ::kill(-pid, SIGKILL);
       kill_pending = false;
@@ -268,14 +271,7 @@ ToolCall run_subprocess(const std::vector<std::string>& argv, const SubprocessOp
     if (w < 0 && errno != EINTR)
       throw InfraError(fmt::format("subprocess: wait4 failed: {}", std::strerror(errno)));
     const auto now = Clock::now();
-    deadline = watch.update(now);
-    if (!call.timed_out && now >= deadline) {
-      call.timed_out = true;
-      call.deadline_capped = watch.capped(now);
-      ::kill(-pid, SIGTERM);
-      kill_at = now + options.kill_grace;
-      kill_pending = true;
-    }
+    enforce_deadline(now);
     if (kill_pending && now >= kill_at) {
       ::kill(-pid, SIGKILL);
       kill_pending = false;

@@ -54,8 +54,8 @@ struct SubprocessOptions {
   std::chrono::milliseconds deadline{20000};
   std::chrono::milliseconds kill_grace{500}; // SIGTERM -> SIGKILL delay
   // Progress watch (optional): with a progress_file, `deadline` is the time the child may go
-  // without progress. Each change of the file (its size or modification time, checked at least
-  // once a second) restarts that allowance, up to deadline_cap from the spawn (which must be at
+  // without progress. Each change of the file (its size or modification time, checked about every
+  // 200-250 ms) restarts that allowance, up to deadline_cap from the spawn (which must be at
   // least `deadline`). A hung child is still stopped `deadline` after its last progress; a child
   // that is slow only because the device is shared with other processes keeps going.
   std::string progress_file;

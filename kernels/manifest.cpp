@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <set>
 
 #include <fmt/core.h>
@@ -23,11 +24,17 @@ public:
     errors.push_back({std::move(field), std::move(message)});
   }
 
-  // Rejects keys of `obj` outside `allowed`.
+  // Rejects keys of `obj` outside `allowed`; a key of `misplaced` gets its message (where the key
+  // belongs and the fix) instead of the list of allowed keys.
   void known_keys(const json& obj, const std::string& where,
-                  const std::vector<std::string>& allowed) {
+                  const std::vector<std::string>& allowed,
+                  const std::map<std::string, std::string>& misplaced = {}) {
     for (const auto& [key, value] : obj.items()) {
       if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+      if (auto m = misplaced.find(key); m != misplaced.end()) {
+        fail(where.empty() ? key : where + "." + key, m->second);
+        continue;
+      }
       std::string list;
       for (const auto& a : allowed)
         list += (list.empty() ? "" : ", ") + a;
@@ -480,27 +487,24 @@ ManifestParse parse_manifest(const Declaration& decl, std::string_view manifest_
   m.format = static_cast<int>(format.value_or(1));
   const std::vector<std::string> common = {"contract",     "format",        "target",
                                            "known_limits", "build_command", "claimed_target"};
+  // The keys of the other format are named with the fix, not as unknown keys.
+  const std::vector<std::string> format1_keys = {"entry_points", "launch", "dispatch"};
   std::vector<std::string> keys = common;
+  std::map<std::string, std::string> misplaced;
   if (m.format == 1) {
-    keys.insert(keys.end(), {"entry_points", "launch", "dispatch"});
-    if (doc.contains("variants") && !doc.contains("format")) {
-      keys.emplace_back("variants"); // one error, with the fix, instead of "unknown key"
-      c.fail("variants", "'variants' is a key of manifest format 2: add \"format\": 2 to "
-                         "declare per-shape variants (docs/CANDIDATE-FORMAT.md), or write format "
-                         "1's entry_points, launch and dispatch instead");
-    }
+    keys.insert(keys.end(), format1_keys.begin(), format1_keys.end());
+    misplaced["variants"] = "'variants' is a key of manifest format 2: add \"format\": 2 to "
+                            "declare per-shape variants (docs/CANDIDATE-FORMAT.md), or write "
+                            "format 1's entry_points, launch and dispatch instead";
   } else {
     keys.emplace_back("variants");
-    for (const char* k : {"entry_points", "launch", "dispatch"})
-      if (doc.contains(k)) {
-        keys.emplace_back(k);
-        c.fail(k, fmt::format("'{}' is a key of manifest format 1; in format 2 each variant of "
-                              "'variants' has its own entry_points and launch, and its "
-                              "dispatch clauses go in its 'when'",
-                              k));
-      }
+    for (const std::string& k : format1_keys)
+      misplaced[k] = fmt::format("'{}' is a key of manifest format 1; in format 2 each variant of "
+                                 "'variants' has its own entry_points and launch, and its "
+                                 "dispatch clauses go in its 'when'",
+                                 k);
   }
-  c.known_keys(doc, "", keys);
+  c.known_keys(doc, "", keys, misplaced);
   c.string(doc, "contract", "contract", true, {decl.id()});
   if (m.format == 1)
     parse_format1(c, decl, doc, m);

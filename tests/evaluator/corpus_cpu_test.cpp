@@ -33,10 +33,7 @@ namespace fs = std::filesystem;
 const fs::path kKernels = fs::path(KLOOP_SOURCE_DIR) / "kernels";
 
 using Entry = test_support::CorpusEntry;
-
-std::vector<Entry> entries(const std::string& corpus, const std::string& only_op = "") {
-  return test_support::corpus_entries(corpus, only_op);
-}
+using test_support::corpus_entries;
 
 std::string key(const Entry& e) {
   return e.op + "/" + e.corpus + "/" + e.name;
@@ -52,8 +49,8 @@ public:
 
 private:
   Evaluations() {
-    std::vector<Entry> todo = entries("precision");
-    for (auto& e : entries("corpus"))
+    std::vector<Entry> todo = corpus_entries("precision");
+    for (auto& e : corpus_entries("corpus"))
       todo.push_back(std::move(e));
     EvaluateOptions options;
     // The gates' precision is under test here, not the deadline: a loaded 2-core CI machine must
@@ -159,17 +156,17 @@ std::string param_name(const testing::TestParamInfo<Entry>& info) {
   return info.param.param_name();
 }
 
-INSTANTIATE_TEST_SUITE_P(Precision, PrecisionCorpusTest, testing::ValuesIn(entries("precision")),
-                         param_name);
-INSTANTIATE_TEST_SUITE_P(Defects, DefectCorpusTest, testing::ValuesIn(entries("corpus")),
+INSTANTIATE_TEST_SUITE_P(Precision, PrecisionCorpusTest,
+                         testing::ValuesIn(corpus_entries("precision")), param_name);
+INSTANTIATE_TEST_SUITE_P(Defects, DefectCorpusTest, testing::ValuesIn(corpus_entries("corpus")),
                          param_name);
 
 // The corpora's sizes: RMSNorm's precision corpus of issue 21 and softmax's corpora of issue 25.
 TEST(PrecisionCorpusSizeTest, EachOperatorHasItsCorpora) {
-  EXPECT_GE(entries("precision", "rmsnorm").size(), 25u);
-  EXPECT_GE(entries("precision", "softmax").size(), 10u);
-  EXPECT_GE(entries("corpus", "rmsnorm").size(), 28u);
-  EXPECT_GE(entries("corpus", "softmax").size(), 12u);
+  EXPECT_GE(corpus_entries("precision", "rmsnorm").size(), 25u);
+  EXPECT_GE(corpus_entries("precision", "softmax").size(), 10u);
+  EXPECT_GE(corpus_entries("corpus", "rmsnorm").size(), 28u);
+  EXPECT_GE(corpus_entries("corpus", "softmax").size(), 12u);
 }
 
 // The CLI's exit code for such a verdict: `kloop evaluate` exits 3 (pending_device_validation),
