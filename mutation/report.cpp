@@ -105,6 +105,16 @@ std::vector<const MutantOutcome*> CoverageReport::gaps() const {
   return out;
 }
 
+std::vector<Mutant> select_recorded(const CoverageRecord& record, std::string_view contract_id,
+                                    std::string_view source) {
+  const nlohmann::json& sel = record.selection;
+  const std::vector<std::string> rules = sel.at("operators").is_array()
+                                             ? sel.at("operators").get<std::vector<std::string>>()
+                                             : vocabulary(contract_id);
+  return select_mutants(source, rules, sel.at("max_per_operator").get<int>(),
+                        sel.at("max_mutants").get<int>());
+}
+
 namespace {
 nlohmann::json score_json(const Tally& t) {
   const auto s = t.score();

@@ -20,6 +20,8 @@
 
 #include "mutation/operators.h"
 
+#include "mutation/operators.h"
+
 namespace kloop::mutation {
 
 enum class MutantStatus { kKilled, kAdmissibleMissed, kNotShownKillable, kNotRun };
@@ -84,6 +86,13 @@ struct CoverageRecord {
   static CoverageRecord from_json(const nlohmann::json& j);
   static CoverageRecord of(const CoverageReport& report);
 };
+
+// The mutants a record's selection names, of `source` (the in-tree baseline of the operator with
+// contract id `contract_id`): its "operators" list, or for "all" that operator's vocabulary (what
+// `kloop checker-coverage OP` selects without --operators), with the recorded max_per_operator and
+// max_mutants. Throws nlohmann::json::exception when the selection lacks one of those fields.
+std::vector<Mutant> select_recorded(const CoverageRecord& record, std::string_view contract_id,
+                                    std::string_view source);
 
 // Compares a report with a record. Returns an empty string when the evaluator is at least as
 // strong, else the reason (score fell; or CPU-killed count fell when the report is incomplete).

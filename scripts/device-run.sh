@@ -101,7 +101,8 @@ fi
 } >"$out/environment.txt" 2>&1
 
 # The main job first, on an idle GPU: `kloop optimize rmsnorm --budget 5` (OPTIMIZE_BUDGET, 0 to
-# skip) with a fresh store under $out; then the promoted kernel against torch (compare_torch.py).
+# skip; OPTIMIZE_OP=softmax optimizes another operator) with a fresh store under $out; then the
+# promoted kernel against torch (compare_torch.py).
 # CPI_OPTIMIZE=K then runs `kloop optimize rmsnorm --budget CPI_BUDGET (default 3)
 # --candidates-per-iteration K` in a store of its own (issue 26: K candidates an iteration,
 # recorded in order); its summary and time table go to cpi-optimize.txt.
@@ -124,7 +125,7 @@ if [ "$reuse" = 0 ] && [ "${OPTIMIZE_BUDGET:-5}" -gt 0 ]; then
   timer=""; [ -x /usr/bin/time ] && timer="/usr/bin/time -v"
   # RUNPATH is not transitive: libcurl's own dependencies are found through LD_LIBRARY_PATH.
   export LD_LIBRARY_PATH=$bundle/lib
-  $timer timeout "${OPTIMIZE_TIMEOUT:-330}" "$bundle/bin/kloop" optimize rmsnorm \
+  $timer timeout "${OPTIMIZE_TIMEOUT:-330}" "$bundle/bin/kloop" optimize "${OPTIMIZE_OP:-rmsnorm}" \
     --budget "${OPTIMIZE_BUDGET:-5}" --store "$store" >"$out/optimize.txt" 2>"$opt/optimize-stderr.txt"
   echo "optimize exit $? in $(( $(date +%s) - start ))s" >>"$out/optimize.txt"
   "$bundle/bin/kloop" sessions --store "$store" >>"$out/optimize.txt" 2>&1
@@ -444,7 +445,8 @@ done
 
 # Every test binary runs concurrently (16 cores, one GPU; each evaluation is its own worker
 # process); the corpus test is split into SHARDS gtest shards and the precision corpus test into
-# PRECISION_SHARDS (default 10); gpu_baseline_test runs once more
+# PRECISION_SHARDS (default 10), PRECISION_FILTER (a gtest filter such as '*softmax_*') picking
+# its kernels; gpu_baseline_test runs once more
 # on baseline_next when it exists.
 shards=${SHARDS:-4}
 jobs=()
@@ -466,7 +468,9 @@ for t in $(cat "$bundle/tests.txt"); do
     for ((i = 0; i < shards; i++)); do launch "$t.shard$i" "$t" "$shards" "$i"; done
   elif [ "$t" = gpu_precision_corpus_test ]; then # 38 kernels x 2 tests: about 25 s a kernel
     ps=${PRECISION_SHARDS:-10}
-    for ((i = 0; i < ps; i++)); do launch "$t.shard$i" "$t" "$ps" "$i"; done
+    for ((i = 0; i < ps; i++)); do
+      launch "$t.shard$i" "$t" "$ps" "$i" ${PRECISION_FILTER:+GTEST_FILTER=$PRECISION_FILTER}
+    done
   else
     launch "$t" "$t" 1 0
   fi
@@ -476,8 +480,9 @@ if [ "$revisions" != baseline ] && grep -qx gpu_baseline_test "$bundle/tests.txt
 fi
 wait
 # The standing checker-coverage gate (issue #9: the score may not fall below the recorded one)
-# runs the recorded selection (36 mutants, about 450 s on the H200 in 2026-11-29 run 4) on an
-# otherwise idle GPU, so its sanitizer runs are not time-sliced with the other tests' contexts.
+# runs every operator's recorded selection (tests/support/checker_records.h; RMSNorm 36 mutants in
+# 96 s, softmax 31 in 101 s on the H200 in 2026-12-02's calls) on an otherwise idle GPU, so its
+# sanitizer runs are not time-sliced with the other tests' contexts.
 if grep -qx gpu_checker_coverage_test "$bundle/tests.txt"; then
   case " ${SKIP_TESTS:-} " in
   *" gpu_checker_coverage_test "*) ;;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "evaluator/device_gates.h"
 #include "evaluator/gpu_runner.h"
 #include "tests/support/corpus_entries.h"
 #include "tests/support/test_files.h"
@@ -63,7 +64,10 @@ inline std::filesystem::path tree(const std::string& rel) {
 }
 
 // One correctness batch of `c` (or of the reference kernel alone when c is null) on `cases`, of
-// the operator with contract id `operator_id` ("": the manifest's, else weighted_rmsnorm/1).
+// the operator with contract id `operator_id` ("": the manifest's, else weighted_rmsnorm/1),
+// watched as the correctness gate watches its batches (evaluator::GpuGatesOptions): a case may
+// take at most `deadline`, the batch deadline_cap_factor times it, so a correct kernel slowed by
+// other processes on the device is not judged hung.
 inline evaluator::GpuRunResult run_correctness(const TreeCandidate* c, const nlohmann::json& cases,
                                                std::chrono::milliseconds deadline,
                                                nlohmann::json options = nlohmann::json::object(),
@@ -80,6 +84,7 @@ inline evaluator::GpuRunResult run_correctness(const TreeCandidate* c, const nlo
   req.options = std::move(options);
   evaluator::GpuRunOptions opt;
   opt.deadline = deadline;
+  opt.deadline_cap = deadline * evaluator::GpuGatesOptions{}.deadline_cap_factor;
   return evaluator::run_gpu_worker(req, opt);
 }
 

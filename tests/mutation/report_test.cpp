@@ -12,6 +12,7 @@
 #include "mutation/operators.h"
 #include "mutation/report.h"
 #include "mutation/store_report.h"
+#include "tests/support/checker_records.h"
 
 namespace kloop::mutation {
 namespace {
@@ -131,29 +132,39 @@ TEST(MutationReportTest, MalformedRecordNamesTheField) {
   EXPECT_THROW(CoverageRecord::from_json(nlohmann::json::array()), std::invalid_argument);
 }
 
-// The checked-in record (tests/gpu/checker_coverage_record.json, checked on the device by
-// gpu_checker_coverage_test, which refuses a different selection) lists its mutants as
-// operator#site ids; a baseline change that changes which ids are selected makes the record stale,
+// The checked-in records (tests/support/checker_records.h, one per registered operator, checked on
+// the device by gpu_checker_coverage_test, which refuses a different selection) list their mutants
+// as rule#site ids; a baseline change that changes which ids are selected makes a record stale,
 // and only a device run can re-record it. This catches that on the CPU. It compares ids only: a
 // change of what a selected id edits (the record keeps no edit text) passes here.
-TEST(MutationReportTest, CheckedInRecordSelectsTheCurrentBaselinesMutants) {
-  std::ifstream in(std::string(KLOOP_SOURCE_DIR) + "/tests/gpu/checker_coverage_record.json");
-  ASSERT_TRUE(in);
+class CheckedInRecordTest : public ::testing::TestWithParam<test_support::CheckerRecord> {};
+
+TEST_P(CheckedInRecordTest, SelectsTheCurrentBaselinesMutants) {
+  const test_support::CheckerRecord& rec = GetParam();
+  std::ifstream in(rec.path);
+  ASSERT_TRUE(in) << "missing " << rec.path << ": every operator has a checker-coverage record; "
+                  << "write it on the GPU machine with CHECKER_COVERAGE=record CC_OP=" << rec.name()
+                  << " scripts/device-run.sh --remote";
   const CoverageRecord record = CoverageRecord::from_json(nlohmann::json::parse(in));
-  const nlohmann::json& sel = record.selection;
-  std::vector<std::string> ops;
-  if (sel.at("operators").is_array()) ops = sel.at("operators").get<std::vector<std::string>>();
-  std::ifstream src(std::string(KLOOP_SOURCE_DIR) + "/kernels/rmsnorm/baseline/kernel.cu");
+  std::ifstream src(std::string(KLOOP_SOURCE_DIR) + "/" + rec.op->baseline_folder() + "/kernel.cu");
   ASSERT_TRUE(src);
   const std::string source((std::istreambuf_iterator<char>(src)), std::istreambuf_iterator<char>());
   std::vector<std::string> ids;
-  for (const Mutant& m : select_mutants(source, ops, sel.at("max_per_operator").get<int>(),
-                                        sel.at("max_mutants").get<int>()))
+  for (const Mutant& m : select_recorded(record, rec.op->contract_id(), source))
     ids.push_back(m.id);
-  EXPECT_EQ(ids, sel.at("mutants").get<std::vector<std::string>>())
+  EXPECT_EQ(ids, record.selection.at("mutants").get<std::vector<std::string>>())
       << "the baseline's mutant selection changed: re-record on the GPU machine with "
-         "CHECKER_COVERAGE=record scripts/device-run.sh --remote";
+         "CHECKER_COVERAGE=record CC_OP="
+      << rec.name() << " scripts/device-run.sh --remote";
+  ASSERT_TRUE(record.score.has_value()) << rec.path << " holds no device score";
+  EXPECT_GT(record.admissible, 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Operators, CheckedInRecordTest,
+                         ::testing::ValuesIn(test_support::checker_records()),
+                         [](const ::testing::TestParamInfo<test_support::CheckerRecord>& i) {
+                           return i.param.name();
+                         });
 
 // A stored checker-coverage run is told apart from optimize sessions: `kloop sessions` shows
 // store::session_kind, which must recognise what store_report records.
