@@ -4,7 +4,8 @@
 // records the JSON report in the store: the report as a blob plus a telemetry row of kind
 // "shadow" on the candidate ({status, reason, report_sha256, inputs, files, specialisations,
 // exit_code}), so it is attached to the session without a schema change. Without python3, torch,
-// cuda-python or a CUDA device the run is not_run with the reason (exit 3).
+// cuda-python or a CUDA device the run is not_run with the reason (exit 3). Only weighted_rmsnorm/1
+// packages have a shadow module; a session of another operator is refused (exit 2).
 #pragma once
 
 #include <chrono>
