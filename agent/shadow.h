@@ -22,7 +22,8 @@ class Store;
 namespace kloop::agent {
 
 struct ShadowOptions {
-  std::filesystem::path inputs; // directory of captured inputs (layout: export_templates/shadow.py)
+  // Directory of captured inputs (layout: export_templates/rmsnorm/shadow.py).
+  std::filesystem::path inputs;
   bool allow_unpromoted = false; // shadow the frozen candidate of an unpromoted session
   std::string python;            // absolute path of python3; empty: search $PATH
   std::chrono::seconds deadline{600};
