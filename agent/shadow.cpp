@@ -92,6 +92,16 @@ ShadowResult run_shadow(store::Store& st, std::int64_t session_id, const ShadowO
     return r;
   }
   r.candidate_id = exp.candidate_id;
+  const std::string package = exp.package_dir.filename().string();
+  if (!std::filesystem::exists(exp.package_dir / "shadow.py")) {
+    r.status = "error";
+    r.exit_code = 2;
+    r.reason = fmt::format("session {} is a {} session; its package {} has no shadow module (the "
+                           "shadow run reads weighted_rmsnorm/1's captured x and weight); check it "
+                           "with `kloop export {} --torch DIR` and the package's own tests",
+                           session_id, exp.operator_name, package, session_id);
+    return r;
+  }
   const std::string inputs = std::filesystem::absolute(options.inputs).string();
   const std::string python = options.python.empty() ? find_on_path("python3") : options.python;
   if (python.empty()) {
@@ -112,7 +122,7 @@ ShadowResult run_shadow(store::Store& st, std::int64_t session_id, const ShadowO
                            "TORCHINDUCTOR_CACHE_DIR", "VIRTUAL_ENV", "PYTHONHOME"})
     if (const char* v = std::getenv(keep)) so.env[keep] = v;
   const auto call = evaluator::run_subprocess(
-      {python, "-m", "kloop_rmsnorm.shadow", "--inputs", inputs, "--json"}, so);
+      {python, "-m", package + ".shadow", "--inputs", inputs, "--json"}, so);
   std::string last_line;
   {
     std::stringstream ss(call.stdout_text);

@@ -4,7 +4,8 @@
 // records the JSON report in the store: the report as a blob plus a telemetry row of kind
 // "shadow" on the candidate ({status, reason, report_sha256, inputs, files, specialisations,
 // exit_code}), so it is attached to the session without a schema change. Without python3, torch,
-// cuda-python or a CUDA device the run is not_run with the reason (exit 3).
+// cuda-python or a CUDA device the run is not_run with the reason (exit 3). Only weighted_rmsnorm/1
+// packages have a shadow module; a session of another operator is refused (exit 2).
 #pragma once
 
 #include <chrono>
@@ -21,7 +22,8 @@ class Store;
 namespace kloop::agent {
 
 struct ShadowOptions {
-  std::filesystem::path inputs; // directory of captured inputs (layout: export_templates/shadow.py)
+  // Directory of captured inputs (layout: export_templates/rmsnorm/shadow.py).
+  std::filesystem::path inputs;
   bool allow_unpromoted = false; // shadow the frozen candidate of an unpromoted session
   std::string python;            // absolute path of python3; empty: search $PATH
   std::chrono::seconds deadline{600};

@@ -1,6 +1,7 @@
 // `kloop export --torch`: the Python package for a session's promoted candidate (torch_export.h).
 #include "agent/torch_export.h"
 
+#include <cctype>
 #include <fstream>
 #include <set>
 #include <stdexcept>
@@ -9,8 +10,7 @@
 
 #include "evaluator/gate.h"
 #include "kernels/manifest.h"
-#include "kernels/rmsnorm/contract.h"
-#include "kernels/rmsnorm/operator.h"
+#include "kernels/registry.h"
 #include "store/error.h"
 #include "store/receipt.h"
 #include "store/store.h"
@@ -186,12 +186,67 @@ RolloutParse parse_rollout(std::string_view text) {
 
 namespace {
 
-// The candidate's manifest read against weighted_rmsnorm/1's declaration (op::parse_manifest).
-// The package's Python dispatch (export_templates/_dispatch.py) mirrors a format-1 predicate
-// without max_rows / max_elements; any other manifest is refused here rather than exported with a
-// predicate that would route calls the C++ wrapper sends to the reference.
-op::Manifest exportable_manifest(const std::string& manifest_text) {
-  auto parsed = op::parse_manifest(rmsnorm::declaration(), manifest_text);
+std::string upper(std::string_view name) {
+  std::string out(name);
+  for (char& ch : out)
+    ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return out;
+}
+
+// A Python literal of a JSON value (true/false/null as True/False/None).
+std::string py_literal(const json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
+  if (v.is_null()) return "None";
+  if (v.is_array()) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < v.size(); ++i)
+      out += (i ? ", " : "") + py_literal(v[i]);
+    return out + "]";
+  }
+  return v.dump();
+}
+
+// Why the package's Python wrapper (export_templates/_dispatch.py, _launch.py) cannot serve
+// operator `op`, or "": it mirrors declarations whose tensors all have the call's dtype and one
+// dim, the one variable axis (the row axis), whose first tensor is a batched input and whose one
+// output is batched and fresh (no input-output tensor), and that have templates of their own.
+std::string python_wrapper_refusal(const op::Operator& op) {
+  const op::Declaration& d = op.declaration();
+  const std::string prefix = std::string(op.cli_name()) + "/";
+  bool templates = false;
+  for (const auto& t : export_templates())
+    templates |= std::string_view(t.name).starts_with(prefix);
+  if (!templates)
+    return fmt::format("the torch export has no templates for {} (agent/export_templates/{}/)",
+                       op.contract_id(), op.cli_name());
+  int outputs = 0;
+  for (const op::Tensor& t : d.tensors) {
+    if (t.dims.size() != 1 || t.dtype != op::DTypeRule::kCall)
+      return fmt::format("{}'s tensor {} is not a one-dimensional row of the call's dtype; the "
+                         "torch export's Python wrapper mirrors only those",
+                         op.contract_id(), t.name);
+    if (t.role == op::Role::kInputOutput)
+      return fmt::format("{}'s tensor {} is written in place; the torch export's custom ops "
+                         "return fresh outputs only",
+                         op.contract_id(), t.name);
+    outputs += t.role == op::Role::kOutput ? 1 : 0;
+  }
+  const bool one_output_last =
+      !d.tensors.empty() && d.tensors.back().role == op::Role::kOutput && d.tensors.back().batched;
+  if (d.axes.size() != 1 || !d.axes[0].variable || outputs != 1 || !one_output_last ||
+      d.tensors.front().role != op::Role::kInput || !d.tensors.front().batched)
+    return fmt::format("{} is not batched inputs and one batched output over one variable axis; "
+                       "the torch export's Python wrapper mirrors only that shape",
+                       op.contract_id());
+  return {};
+}
+
+// The candidate's manifest read against `op`'s declaration (op::parse_manifest). The package's
+// Python dispatch (export_templates/_dispatch.py) mirrors a format-1 predicate without max_rows /
+// max_elements; any other manifest is refused here rather than exported with a predicate that
+// would route calls the C++ wrapper sends to the reference.
+op::Manifest exportable_manifest(const op::Operator& op, const std::string& manifest_text) {
+  auto parsed = op::parse_manifest(op.declaration(), manifest_text);
   if (!parsed.manifest)
     throw std::invalid_argument("manifest.json does not parse: " + parsed.errors.at(0).message);
   const op::Manifest& m = *parsed.manifest;
@@ -207,26 +262,81 @@ op::Manifest exportable_manifest(const std::string& manifest_text) {
   return std::move(*parsed.manifest);
 }
 
+// The operator a manifest names in its "contract" field, or throws std::invalid_argument.
+const op::Operator& manifest_operator(const std::string& manifest_text) {
+  const json j = json::parse(manifest_text, nullptr, false);
+  const std::string id = j.is_object() && j.contains("contract") && j["contract"].is_string()
+                             ? j["contract"].get<std::string>()
+                             : "";
+  const op::Operator* op = op::find_operator(id);
+  if (!op)
+    throw std::invalid_argument(fmt::format("manifest.json's contract `{}` names no operator "
+                                            "kloop knows ({})",
+                                            id, op::operator_names()));
+  return *op;
+}
+
+// _config.py's description of the declaration, read by the shared _dispatch.py and _launch.py.
+std::string declaration_py(const op::Operator& op) {
+  const op::Declaration& d = op.declaration();
+  json tensors = json::array();
+  for (const op::Tensor& t : d.tensors)
+    tensors.push_back({t.name, op::role_name(t.role), t.batched});
+  json abi = json::array();
+  for (const op::AbiParam& p : op::abi(d)) {
+    const char* kind = p.kind == op::AbiKind::kTensor      ? "tensor"
+                       : p.kind == op::AbiKind::kRows      ? "rows"
+                       : p.kind == op::AbiKind::kAxis      ? "axis"
+                       : p.kind == op::AbiKind::kRowStride ? "row_stride"
+                                                           : "scalar";
+    abi.push_back({p.name, kind, p.index, p.c_type});
+  }
+  return fmt::format("# The declaration ({}/operator.cpp): tensors as (name, role, batched) in\n"
+                     "# declaration order; the kernel ABI (op::abi) as (name, class, declaration\n"
+                     "# index, C type) in parameter order, packed by _launch.py.\n"
+                     "ROW_AXIS = {}\nTENSORS = {}\nABI = {}\nKERNEL_SIGNATURE = {}\n",
+                     op.folder(), py(d.axes.at(0).name), py_literal(tensors), py_literal(abi),
+                     py(op::kernel_signature(d)));
+}
+
 } // namespace
 
+std::string package_name(const op::Operator& op) {
+  return "kloop_" + std::string(op.cli_name());
+}
+
+std::string kill_switch_env(const op::Operator& op) {
+  return "KLOOP_" + upper(op.cli_name()) + "_DISABLE";
+}
+
 std::string render_config_py(const std::string& manifest_text, const json& meta) {
-  const op::Declaration& decl = rmsnorm::declaration();
-  const op::Manifest m = exportable_manifest(manifest_text);
+  return render_config_py(manifest_operator(manifest_text), manifest_text, meta);
+}
+
+std::string render_config_py(const op::Operator& op, const std::string& manifest_text,
+                             const json& meta) {
+  if (const std::string why = python_wrapper_refusal(op); !why.empty())
+    throw std::invalid_argument(why);
+  const op::Declaration& decl = op.declaration();
+  const op::Manifest m = exportable_manifest(op, manifest_text);
   const op::Variant& v = m.variants[0];
-  const op::AxisRange& h = v.when.axes.at(static_cast<std::size_t>(decl.axis_index("H")));
-  const auto x_rows = v.when.rows.find(decl.tensor_index("x"));
-  const bool x_contiguous =
-      x_rows != v.when.rows.end() && x_rows->second == op::RowLayout::kContiguous;
+  const std::string axis = upper(decl.axes.at(0).name);
+  const op::AxisRange& range = v.when.axes.at(0);
   json entry = json::object();
   for (const auto& [dtype, name] : v.entry_points)
     entry[std::string(dtype_name(dtype))] = name;
   json tol = json::object();
   for (DType d : kAllDTypes)
-    tol[std::string(dtype_name(d))] = rmsnorm::tolerance_for(d).to_json();
+    tol[std::string(dtype_name(d))] =
+        op.tolerance(d, static_cast<int>(decl.tensors.size()) - 1).to_json();
   const bool promoted = meta.value("promoted", false);
   std::string out;
-  out += "# Generated by `kloop export --torch` from the candidate's manifest.json and the\n"
-         "# weighted_rmsnorm/1 contract (kernels/rmsnorm/contract.cpp). Do not edit: re-export.\n";
+  out += fmt::format("# Generated by `kloop export --torch` from the candidate's manifest.json and "
+                     "the\n# {} contract ({}/contract.cpp). Do not edit: re-export.\n",
+                     op.contract_id(), op.folder());
+  out += fmt::format("OPERATOR = {}\nCONTRACT_ID = {}\nPACKAGE = {}\nKILL_SWITCH_ENV = {}\n",
+                     py(std::string(op.name())), py(op.contract_id()), py(package_name(op)),
+                     py(kill_switch_env(op)));
   out += fmt::format("SESSION_ID = {}\nCANDIDATE_ID = {}\nPROMOTED = {}\nSTATUS = {}\n",
                      meta.value("session_id", 0), meta.value("candidate_id", 0),
                      promoted ? "True" : "False", py(meta.value("status", "")));
@@ -236,16 +346,23 @@ std::string render_config_py(const std::string& manifest_text, const json& meta)
   out += fmt::format("BLOCK_THREADS = {}\nROWS_PER_BLOCK = {}\nGRID = {}\n", v.launch.block_threads,
                      v.launch.rows_per_block,
                      py(v.launch.grid == op::GridKind::kPersistent ? "persistent" : "per_rows"));
-  out += fmt::format("SMEM_FIXED_BYTES = {}\nSMEM_BYTES_PER_H = {}\n", v.launch.smem_fixed_bytes,
-                     v.launch.smem_bytes_per_unit);
-  out += fmt::format("H_MIN = {}\nH_MAX = {}\nH_MULTIPLE_OF = {}\nX_ROWS = {}\n"
-                     "ALIGNMENT_BYTES = {}\n",
-                     h.min, h.max, h.multiple_of, py(x_contiguous ? "contiguous" : "any_stride"),
-                     v.when.alignment_bytes);
+  out += fmt::format("SMEM_FIXED_BYTES = {}\nSMEM_BYTES_PER_{} = {}\n", v.launch.smem_fixed_bytes,
+                     axis, v.launch.smem_bytes_per_unit);
+  out += fmt::format("{0}_MIN = {1}\n{0}_MAX = {2}\n{0}_MULTIPLE_OF = {3}\n", axis, range.min,
+                     range.max, range.multiple_of);
+  for (std::size_t t = 0; t < decl.tensors.size(); ++t) {
+    if (!decl.tensors[t].batched || decl.tensors[t].role != op::Role::kInput) continue;
+    const auto rows = v.when.rows.find(static_cast<int>(t));
+    const bool contiguous = rows != v.when.rows.end() && rows->second == op::RowLayout::kContiguous;
+    out += fmt::format("{}_ROWS = {}\n", upper(decl.tensors[t].name),
+                       py(contiguous ? "contiguous" : "any_stride"));
+  }
+  out += fmt::format("ALIGNMENT_BYTES = {}\n", v.when.alignment_bytes);
   out += fmt::format("DISPATCH_TEXT = {}\n", py(op::dispatch_predicate_text(decl, m)));
   out += fmt::format("# Per-dtype tolerance: |a-e| <= atol + rtol*|e| per element; per row\n"
                      "# ||a-e||_2 <= row_rtol * max(||e||_2, row_floor).\nTOLERANCE = {}\n",
                      py(tol));
+  out += declaration_py(op);
   return out;
 }
 
@@ -287,9 +404,18 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
                      {"status", r.promoted ? "promoted" : status},
                      {"cubin_sha256", cubin_art->sha256},
                      {"source_sha256", c->candidate.source_sha256}};
+  const op::Operator* op = op::find_operator(d.session.operator_name);
+  if (!op) {
+    r.exit_code = 2;
+    r.error = fmt::format("session {} is of operator `{}`, which this kloop does not know ({}); "
+                          "export it with the kloop that recorded it",
+                          session_id, d.session.operator_name, op::operator_names());
+    return r;
+  }
+  r.operator_name = std::string(op->cli_name());
   std::string config;
   try {
-    config = render_config_py(manifest_text, meta);
+    config = render_config_py(*op, manifest_text, meta);
   } catch (const std::invalid_argument& e) {
     r.exit_code = 2;
     r.error = fmt::format("session {} candidate {}: {}", session_id, c->candidate.id, e.what());
@@ -297,7 +423,7 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
   }
 
   // The output folder is checked before anything is recorded in the store.
-  r.package_dir = dir / "kloop_rmsnorm";
+  r.package_dir = dir / package_name(*op);
   std::error_code fec;
   if (!std::filesystem::exists(dir, fec) &&
       !std::filesystem::is_directory(std::filesystem::absolute(dir, fec).parent_path(), fec)) {
@@ -344,11 +470,15 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
                    {"signature", nullptr},
                    {"signing_key_id", nullptr}}}};
 
-  const op::Manifest manifest = exportable_manifest(manifest_text);
+  const op::Manifest manifest = exportable_manifest(*op, manifest_text);
   json exp = meta;
   exp["kloop_export"] = 1;
+  exp["contract"] = op->contract_id();
+  exp["package"] = package_name(*op);
+  exp["custom_op"] = "kloop::" + std::string(op->name());
+  exp["kill_switch"] = kill_switch_env(*op);
   exp["manifest_sha256"] = c->candidate.manifest_sha256;
-  exp["dispatch"] = op::dispatch_predicate_text(rmsnorm::declaration(), manifest);
+  exp["dispatch"] = op::dispatch_predicate_text(op->declaration(), manifest);
   exp["target"] = manifest.target;
   exp["rollout"] = options.rollout ? options.rollout->to_json() : json(nullptr);
   exp["rollout_recorded_in_store"] = r.rollout_recorded;
@@ -363,9 +493,24 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
     write_file(r.package_dir / name, bytes);
     r.files.push_back(name);
   };
+  // The shared templates, then the operator's own (export_templates/<cli name>/, the folder
+  // dropped); the operator's README.md is the shared README's @OPERATOR_README@ section.
+  const std::string own = r.operator_name + "/";
+  std::string operator_readme;
+  for (const auto& t : export_templates())
+    if (std::string_view(t.name) == own + "README.md") operator_readme = t.text;
   for (const auto& t : export_templates()) {
+    std::string name = t.name;
+    if (name.starts_with(own))
+      name.erase(0, own.size());
+    else if (name.find('/') != std::string::npos)
+      continue; // another operator's
+    if (name == "README.md" && std::string_view(t.name) != name) continue;
     std::string text = t.text;
-    if (std::string_view(t.name) == "README.md") {
+    if (name == "README.md") {
+      text = replace_all(text, "@OPERATOR_README@", operator_readme);
+      text = replace_all(text, "@PACKAGE@", package_name(*op));
+      text = replace_all(text, "@KILL_SWITCH@", kill_switch_env(*op));
       text = replace_all(text, "@SESSION_ID@", std::to_string(session_id));
       text = replace_all(text, "@CANDIDATE_ID@", std::to_string(c->candidate.id));
       text = replace_all(text, "@STATUS@", r.promoted ? "promoted" : "NOT PROMOTED");
@@ -376,7 +521,7 @@ TorchExportResult export_torch_package(store::Store& st, std::int64_t session_id
       text = replace_all(text, "@DISPATCH@", exp["dispatch"].get<std::string>());
       text = replace_all(text, "@CUBIN_SHA256@", cubin_art->sha256);
     }
-    put(t.name, text);
+    put(name, text);
   }
   put("_config.py", config);
   put("kernel.cubin", cubin);

@@ -1,9 +1,13 @@
-// `kloop export ID --torch DIR`: writes an importable Python package (DIR/kloop_rmsnorm/) for a
-// session's promoted candidate: the cubin and manifest from the store, a generated _config.py
-// holding the dispatch predicate's values, the contract tolerances and the export's provenance,
-// the embedded Python templates (export_templates/: custom op, fake impl, dispatch predicate
-// mirroring kernels/dispatch.cpp for a format-1 manifest, reference, autograd routing, kill switch,
-// cuda-python launcher, shadow module), the receipt and export.json. The rollout section of the
+// `kloop export ID --torch DIR`: writes an importable Python package (DIR/kloop_<operator>/:
+// kloop_rmsnorm, kloop_softmax) for a session's promoted candidate, for the session's operator
+// (kernels/operator.h): the cubin and manifest from the store, a generated _config.py holding the
+// dispatch predicate's values, the launch rule, the contract tolerances, the declaration's tensors
+// and canonical kernel ABI (op::abi) and the export's provenance, the embedded Python templates
+// (export_templates/: the shared dispatch predicate mirroring kernels/dispatch.cpp for a format-1
+// manifest with routing counters and the kill switch, and the cuda-python launcher packing the ABI
+// as kernels/abi_pack.cpp does; export_templates/<cli name>/: the operator's custom op with its
+// fake impl, declared errors and autograd routing, its torch reference and, for RMSNorm, the
+// shadow module), the receipt and export.json. The rollout section of the
 // receipt comes from an explicit rollout file; it is recorded in the store in the evidence of the
 // session's latest promotion decision (in place: no second decision row, decided_at kept; a
 // rollout it replaces before any signature is kept in `rollouts_replaced`; after a signature
@@ -26,6 +30,9 @@
 
 namespace kloop::store {
 class Store;
+}
+namespace kloop::op {
+class Operator;
 }
 
 namespace kloop::agent {
@@ -66,7 +73,8 @@ struct TorchExportResult {
   // be written); 3 the promoted candidate's cubin, manifest or source is missing (damaged store).
   int exit_code = 0;
   std::string error; // why not written: names the session, the cause and the next step
-  std::filesystem::path package_dir; // DIR/kloop_rmsnorm
+  std::filesystem::path package_dir; // DIR/kloop_<cli name> (package_name)
+  std::string operator_name;         // the session's operator, its cli name ("softmax")
   std::int64_t candidate_id = 0;
   bool promoted = false;
   bool rollout_recorded = false;  // the rollout is in the latest promotion decision's evidence
@@ -76,7 +84,8 @@ struct TorchExportResult {
   std::string receipt_note; // a signed receipt skipped (blob missing or altered) or none matching
 };
 
-// Exports session `session_id` of `store` into `dir`/kloop_rmsnorm (`dir` is created when missing,
+// Exports session `session_id` of `store` into `dir`/package_name(its operator) (`dir` is created
+// when missing,
 // but not its parent: an output path in a missing folder is refused, as for every command). Throws
 // store::StoreError for a missing session or damaged blobs and evaluator::InfraError when a file
 // cannot be written; refusals are values.
@@ -84,11 +93,22 @@ TorchExportResult export_torch_package(store::Store& store, std::int64_t session
                                        const std::filesystem::path& dir,
                                        const TorchExportOptions& options);
 
-// The text of the generated _config.py for `manifest_text` (the candidate's manifest.json) and
-// provenance `meta` ({session_id, candidate_id, promoted, status, cubin_sha256, source_sha256}).
-// Throws std::invalid_argument when the manifest does not parse against weighted_rmsnorm/1 (names
-// the field), or is not a format-1 manifest without max_rows / max_elements (the package's Python
-// dispatch mirrors exactly that predicate).
+// The package of operator `op`: "kloop_" + its cli name; its kill switch variable:
+// "KLOOP_<CLI NAME>_DISABLE" (KLOOP_RMSNORM_DISABLE, KLOOP_SOFTMAX_DISABLE).
+std::string package_name(const op::Operator& op);
+std::string kill_switch_env(const op::Operator& op);
+
+// The text of the generated _config.py of operator `op` for `manifest_text` (the candidate's
+// manifest.json) and provenance `meta` ({session_id, candidate_id, promoted, status,
+// cubin_sha256, source_sha256}). Throws std::invalid_argument when the manifest does not parse
+// against the operator's declaration (names the field), or is not a format-1 manifest without
+// max_rows / max_elements (the package's Python dispatch mirrors exactly that predicate), or the
+// operator has no export templates or a declaration the Python wrapper does not mirror (one
+// variable row axis, one-dimensional rows of the call's dtype, batched inputs first, one fresh
+// batched output last). The overload without `op` takes the operator the manifest's "contract"
+// names.
+std::string render_config_py(const op::Operator& op, const std::string& manifest_text,
+                             const nlohmann::json& meta);
 std::string render_config_py(const std::string& manifest_text, const nlohmann::json& meta);
 
 } // namespace kloop::agent

@@ -126,7 +126,8 @@ void register_export_commands(CLI::App& app, int& exit_code) {
       "export", "Write the promoted candidate of a session as an importable PyTorch package");
   exp->add_option("--store", o->dir, "Store directory (default $KLOOP_STORE or ./kloop-store)");
   exp->add_option("ID", o->id, "Session id")->required()->check(session_id_check());
-  exp->add_option("--torch", o->torch_dir, "Directory to write kloop_rmsnorm/ into")->required();
+  exp->add_option("--torch", o->torch_dir, "Directory to write the package kloop_<operator>/ into")
+      ->required();
   exp->add_option("--rollout", o->rollout_file,
                   "JSON {feature_flag_and_scope, healthy_worker_recovery_and_reference_target, "
                   "revalidation_policy}: recorded in the store and the receipt");

@@ -2,10 +2,10 @@
 (cuda.bindings.driver: cuLibraryLoadData, cuLibraryGetKernel, cuKernelGetFunction,
 cuOccupancyMaxActiveBlocksPerMultiprocessor, cuLaunchKernel) on torch's current stream, with the
 trusted wrapper's launch rule (kernels/dispatch.cpp, op::plan_launch). Kernel parameters are
-passed as an array of addresses of numpy scalars, as in cuda-python's own examples.
-
-Kernel signature (DESIGN.md): ENTRY(const T* x, const T* weight, T* y, long long rows, int H,
-long long x_row_stride, long long y_row_stride, float eps).
+passed as an array of addresses of numpy scalars, as in cuda-python's own examples, packed in the
+declaration's canonical ABI (_config.ABI, from op::abi: tensor pointers, rows, the variable axes,
+each batched tensor's row stride, the scalars; kernels/abi_pack.cpp packs the same for the GPU
+worker's cudaLaunchKernel). The kernel signature is _config.KERNEL_SIGNATURE.
 """
 import pathlib
 import threading
@@ -29,7 +29,7 @@ def _check(result):
         result = (result,)
     err, *values = result
     if err != cu.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"kloop_rmsnorm: CUDA driver call failed: {err}")
+        raise RuntimeError(f"{_config.PACKAGE}: CUDA driver call failed: {err}")
     return values[0] if len(values) == 1 else (tuple(values) if values else None)
 
 
@@ -42,9 +42,11 @@ def _load_library():
     return _library
 
 
-def dynamic_smem(h: int) -> int:
-    """Dynamic shared memory bytes of the launch rule: fixed_bytes + bytes_per_h * H."""
-    return _config.SMEM_FIXED_BYTES + _config.SMEM_BYTES_PER_H * h
+def dynamic_smem(width: int) -> int:
+    """Dynamic shared memory bytes of the launch rule: fixed_bytes + bytes_per_<row axis> *
+    width."""
+    per_unit = getattr(_config, f"SMEM_BYTES_PER_{_config.ROW_AXIS}")
+    return _config.SMEM_FIXED_BYTES + per_unit * width
 
 
 def _function(device_index: int, dtype_name: str, smem: int):
@@ -82,20 +84,43 @@ def grid_blocks(rows: int, device_index: int, dtype_name: str, smem: int) -> int
     return blocks
 
 
-def launch(x: torch.Tensor, weight: torch.Tensor, y: torch.Tensor, rows: int, h: int,
-           x_row_stride: int, eps: float, dtype_name: str, blocks: int) -> None:
-    """Launches the candidate on torch's current stream of x's device; y is contiguous."""
-    smem = dynamic_smem(h)
-    func, _ = _function(x.device.index, dtype_name, smem)
-    values = [np.array([x.data_ptr()], dtype=np.uint64),
-              np.array([weight.data_ptr()], dtype=np.uint64),
-              np.array([y.data_ptr()], dtype=np.uint64),
-              np.array([rows], dtype=np.int64),
-              np.array([h], dtype=np.int32),
-              np.array([x_row_stride], dtype=np.int64),
-              np.array([h], dtype=np.int64),
-              np.array([eps], dtype=np.float32)]
+# numpy types of the ABI's parameter classes (kernels/declaration.h, AbiParam::c_type).
+_SCALAR_TYPES = {"float": np.float32, "int": np.int32, "long long": np.int64}
+
+
+def _values(tensors, rows: int, width: int, row_strides: dict, scalars) -> list:
+    """One numpy scalar per kernel parameter, in ABI order (kernels/abi_pack.cpp, PackedArgs)."""
+    values = []
+    for name, kind, index, c_type in _config.ABI:
+        if kind == "tensor":
+            values.append(np.array([tensors[index].data_ptr()], dtype=np.uint64))
+        elif kind == "rows":
+            values.append(np.array([rows], dtype=np.int64))
+        elif kind == "axis":
+            if not -2**31 <= width < 2**31:
+                raise ValueError(f"{_config.PACKAGE}: kernel argument '{name}' = {width} does not "
+                                 f"fit its type int")
+            values.append(np.array([width], dtype=np.int32))
+        elif kind == "row_stride":
+            values.append(np.array([row_strides[index]], dtype=np.int64))
+        elif kind == "scalar":
+            values.append(np.array([scalars[index]], dtype=_SCALAR_TYPES[c_type]))
+        else:
+            raise ValueError(f"{_config.PACKAGE}: unknown ABI parameter class {kind!r} of {name}")
+    return values
+
+
+def launch(tensors, rows: int, width: int, row_strides: dict, scalars, dtype_name: str,
+           blocks: int) -> None:
+    """Launches the candidate on torch's current stream of the tensors' device. `tensors` holds
+    every declared tensor (declaration order, the fresh contiguous output included),
+    `row_strides` the row stride in elements of each batched one (by declaration index),
+    `scalars` the validated scalars (declaration order)."""
+    device = tensors[0].device
+    smem = dynamic_smem(width)
+    func, _ = _function(device.index, dtype_name, smem)
+    values = _values(tensors, rows, width, row_strides, scalars)
     params = np.array([v.ctypes.data for v in values], dtype=np.uint64)
-    stream = cu.CUstream(torch.cuda.current_stream(x.device).cuda_stream)
+    stream = cu.CUstream(torch.cuda.current_stream(device).cuda_stream)
     _check(cu.cuLaunchKernel(func, blocks, 1, 1, _config.BLOCK_THREADS, 1, 1, smem, stream,
                              params.ctypes.data, 0))

@@ -1,7 +1,9 @@
 # Generates a C++ file that embeds the torch-export package templates (export_templates/*.py and
-# README.md) as raw string literals, so `kloop export` does not read the source tree at run time.
-# Usage: cmake -DOUT=<file.cpp> -DTEMPLATES=<a.py|b.md|...> -P embed.cmake
-# Each file is embedded under its file name ("__init__.py", "README.md").
+# README.md, shared by every operator, and export_templates/<operator>/*.py and README.md, one
+# operator's own) as raw string literals, so `kloop export` does not read the source tree at run
+# time. Usage: cmake -DOUT=<file.cpp> -DTEMPLATES=<a.py|b.md|...> -P embed.cmake
+# Each file is embedded under its path relative to export_templates/ ("_dispatch.py",
+# "softmax/__init__.py").
 if(NOT OUT OR NOT TEMPLATES)
   message(FATAL_ERROR "embed.cmake: pass -DOUT=<file> -DTEMPLATES=<a.py|b.md>")
 endif()
@@ -10,7 +12,7 @@ list(SORT template_list)
 include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/embed_common.cmake)
 set(body "")
 foreach(path IN LISTS template_list)
-  get_filename_component(name "${path}" NAME)
+  file(RELATIVE_PATH name "${CMAKE_CURRENT_LIST_DIR}" "${path}")
   kloop_raw_literal(literal "${path}" kloop_py)
   string(APPEND body "    {\"${name}\", ${literal}},\n")
 endforeach()

@@ -2,6 +2,7 @@
 // a GPU, on stores written through the Store API with a real manifest and kernel source.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,6 +16,8 @@
 #include "agent/shadow.h"
 #include "agent/torch_export.h"
 #include "evaluator/subprocess.h"
+#include "kernels/manifest.h"
+#include "kernels/softmax/operator.h"
 #include "store/error.h"
 #include "store/receipt.h"
 #include "store/sqlite.h"
@@ -54,8 +57,17 @@ struct Session {
   std::int64_t id = 0, candidate_id = 0;
 };
 
-Session write_session(store::Store& st, std::optional<store::Decision> decision) {
-  store::SessionRecord s{.operator_name = "weighted_rmsnorm",
+// The candidate a session records: its operator (the session's operator_name), kernel source and
+// manifest. Default: weighted_rmsnorm with the good fixture kernel and kManifest.
+struct Kernel {
+  std::string operator_name = "weighted_rmsnorm";
+  std::string source;
+  std::string manifest = kManifest;
+};
+
+Session write_session(store::Store& st, std::optional<store::Decision> decision,
+                      const Kernel& kernel = {}) {
+  store::SessionRecord s{.operator_name = kernel.operator_name,
                          .contract_version = "1",
                          .contract_sha256 = std::string(64, 'd'),
                          .provider = "offline",
@@ -71,10 +83,12 @@ Session write_session(store::Store& st, std::optional<store::Decision> decision)
   store::IterationRecord it{.session_id = s.id, .index = 0, .wall_ms = 1};
   step.add_iteration(it);
   const std::string source =
-      read_file(fs::path(KLOOP_SOURCE_DIR) / "tests/evaluator/fixtures/good/kernel.cu");
+      !kernel.source.empty()
+          ? kernel.source
+          : read_file(fs::path(KLOOP_SOURCE_DIR) / "tests/evaluator/fixtures/good/kernel.cu");
   store::CandidateRecord c{.iteration_id = it.id,
                            .source_sha256 = step.put_blob(source),
-                           .manifest_sha256 = step.put_blob(kManifest),
+                           .manifest_sha256 = step.put_blob(kernel.manifest),
                            .verdict = decision == store::Decision::kPromoted
                                           ? store::VerdictCode::kPass
                                           : store::VerdictCode::kPendingDeviceValidation,
@@ -691,4 +705,213 @@ TEST(ExportCli, BadRolloutFileAndUnpromotedSessionExitTwoNamingTheCause) {
   EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
   EXPECT_TRUE(has(r.stderr_text, "no store at")) << r.stderr_text;
   EXPECT_FALSE(fs::exists(t.dir() / "typo"));
+}
+
+// --- row_softmax/1 (kloop_softmax): the same export through the operator interface ---
+
+namespace {
+
+const op::Operator& softmax_op() {
+  return softmax::operator_instance();
+}
+
+// The candidates a softmax session records, from kloop's own code: the offline generator's first
+// member (the safe default: per_rows) and the in-tree baseline (persistent).
+std::vector<Kernel> softmax_kernels() {
+  const auto gen = softmax_op().offline_generator(1);
+  const op::OfflineCandidate first = gen->next(nullptr);
+  const fs::path baseline = fs::path(KLOOP_SOURCE_DIR) / softmax_op().baseline_folder();
+  return {{std::string(softmax_op().name()), first.kernel_cu, first.manifest_json},
+          {std::string(softmax_op().name()), read_file(baseline / "kernel.cu"),
+           read_file(baseline / "manifest.json")}};
+}
+
+} // namespace
+
+TEST(TorchExportSoftmax, PromotedSessionWritesKloopSoftmaxWithTheManifestValuesAndTheKernelAbi) {
+  for (const Kernel& kernel : softmax_kernels()) {
+    TempDir t;
+    auto st = store::Store::open((t.dir() / "store").string());
+    const auto s = write_session(st, store::Decision::kPromoted, kernel);
+    agent::TorchExportOptions o;
+    o.rollout = rollout();
+    const auto r = agent::export_torch_package(st, s.id, t.dir() / "out", o);
+    ASSERT_TRUE(r.ok) << r.error;
+    EXPECT_EQ(r.operator_name, "softmax");
+    const fs::path pkg = t.dir() / "out" / "kloop_softmax";
+    EXPECT_EQ(r.package_dir, pkg);
+    EXPECT_FALSE(fs::exists(t.dir() / "out" / "kloop_rmsnorm"));
+    std::vector<std::string> files = r.files;
+    std::sort(files.begin(), files.end());
+    EXPECT_EQ(files,
+              (std::vector<std::string>{"README.md", "__init__.py", "_config.py", "_dispatch.py",
+                                        "_launch.py", "_reference.py", "export.json",
+                                        "kernel.cubin", "manifest.json", "receipt.json"}))
+        << "no shadow module and no file of another operator";
+    EXPECT_EQ(read_file(pkg / "kernel.cubin"), fake_cubin());
+    EXPECT_EQ(read_file(pkg / "manifest.json"), kernel.manifest);
+
+    // _config.py holds the values kloop's manifest reader reads from the candidate's manifest.
+    const auto parsed = op::parse_manifest(softmax_op().declaration(), kernel.manifest);
+    ASSERT_TRUE(parsed.manifest);
+    const op::Variant& v = parsed.manifest->variants.at(0);
+    const std::string config = read_file(pkg / "_config.py");
+    const bool persistent = v.launch.grid == op::GridKind::kPersistent;
+    const bool contiguous =
+        v.when.rows.contains(0) && v.when.rows.at(0) == op::RowLayout::kContiguous;
+    for (const std::string& line :
+         {fmt::format("N_MIN = {}\n", v.when.axes[0].min),
+          fmt::format("N_MAX = {}\n", v.when.axes[0].max),
+          fmt::format("N_MULTIPLE_OF = {}\n", v.when.axes[0].multiple_of),
+          fmt::format("X_ROWS = \"{}\"\n", contiguous ? "contiguous" : "any_stride"),
+          fmt::format("ALIGNMENT_BYTES = {}\n", v.when.alignment_bytes),
+          fmt::format("BLOCK_THREADS = {}\n", v.launch.block_threads),
+          fmt::format("ROWS_PER_BLOCK = {}\n", v.launch.rows_per_block),
+          fmt::format("GRID = \"{}\"\n", persistent ? "persistent" : "per_rows"),
+          fmt::format("SMEM_FIXED_BYTES = {}\n", v.launch.smem_fixed_bytes),
+          fmt::format("SMEM_BYTES_PER_N = {}\n", v.launch.smem_bytes_per_unit),
+          fmt::format(
+              "ENTRY_POINTS = {{\"bfloat16\":\"{}\",\"float16\":\"{}\",\"float32\":\"{}\"}}",
+              v.entry_points.at(DType::kBFloat16), v.entry_points.at(DType::kFloat16),
+              v.entry_points.at(DType::kFloat32)),
+          std::string("PROMOTED = True\n"), std::string("TARGET = \"sm_90\"\n"),
+          std::string("OPERATOR = \"row_softmax\"\n"),
+          std::string("CONTRACT_ID = \"row_softmax/1\"\n"),
+          std::string("PACKAGE = \"kloop_softmax\"\n"),
+          std::string("KILL_SWITCH_ENV = \"KLOOP_SOFTMAX_DISABLE\"\n"),
+          std::string("ROW_AXIS = \"N\"\n"),
+          // The declaration and the GPU worker's parameter order (kernels/abi_pack.cpp): written
+          // out here, not derived, so a change of the ABI shows in this test.
+          std::string("TENSORS = [[\"x\", \"input\", True], [\"y\", \"output\", True]]\n"),
+          std::string(
+              "ABI = [[\"x\", \"tensor\", 0, \"const T*\"], [\"y\", \"tensor\", 1, \"T*\"], "
+              "[\"rows\", \"rows\", -1, \"long long\"], [\"N\", \"axis\", 0, \"int\"], "
+              "[\"x_row_stride\", \"row_stride\", 0, \"long long\"], "
+              "[\"y_row_stride\", \"row_stride\", 1, \"long long\"]]\n"),
+          std::string("\"float32\":{\"atol\":1e-30,\"row_floor\":1e-30,\"row_rtol\":0.0001,"
+                      "\"rtol\":0.0001}"),
+          fmt::format("DISPATCH_TEXT = {}\n",
+                      nlohmann::json(
+                          op::dispatch_predicate_text(softmax_op().declaration(), *parsed.manifest))
+                          .dump())})
+      EXPECT_TRUE(has(config, line)) << line << "\n" << config;
+    for (const char* absent : {"H_MIN", "SMEM_BYTES_PER_H", "weight"})
+      EXPECT_FALSE(has(config, absent)) << absent;
+
+    const std::string init = read_file(pkg / "__init__.py");
+    EXPECT_TRUE(has(init, "torch.library.custom_op(\"kloop::row_softmax\", mutates_args=())"));
+    EXPECT_TRUE(has(init, "@_row_softmax_op.register_fake"));
+    EXPECT_TRUE(has(init, "register_autograd(_backward"));
+    EXPECT_TRUE(has(init, "KLOOP_SOFTMAX_DISABLE"));
+    // The declared errors in kernels/softmax/reference.cpp's order: non_strided_layout,
+    // bad_rank, unsupported_dtype, unsupported_device.
+    std::size_t at = 0;
+    for (const char* check : {"x.layout != torch.strided", "x.dim() < 1",
+                              "x.dtype not in DTYPE_NAMES", "x.device.type not in devices"}) {
+      const std::size_t next = init.find(check);
+      ASSERT_NE(next, std::string::npos) << check;
+      EXPECT_GT(next, at) << check << " out of the contract's order";
+      at = next;
+    }
+    EXPECT_TRUE(
+        has(read_file(pkg / "_reference.py"), "torch.softmax(x.float(), dim=-1).to(x.dtype)"));
+    EXPECT_TRUE(has(read_file(pkg / "_launch.py"), "cuLaunchKernel"));
+    EXPECT_FALSE(has(read_file(pkg / "_dispatch.py"), "weight"));
+    const std::string readme = read_file(pkg / "README.md");
+    for (const char* text : {"# kloop_softmax (session", "kloop::row_softmax(Tensor x) -> Tensor",
+                             "`KLOOP_SOFTMAX_DISABLE=1`", "kloop_softmax.stats()"})
+      EXPECT_TRUE(has(readme, text)) << text << "\n" << readme;
+    EXPECT_FALSE(has(readme, "@")) << "a placeholder left: " << readme;
+    EXPECT_FALSE(has(readme, "kloop_rmsnorm")) << readme;
+
+    const json exp = json::parse(read_file(pkg / "export.json"));
+    EXPECT_EQ(exp["contract"], "row_softmax/1");
+    EXPECT_EQ(exp["package"], "kloop_softmax");
+    EXPECT_EQ(exp["custom_op"], "kloop::row_softmax");
+    EXPECT_EQ(exp["kill_switch"], "KLOOP_SOFTMAX_DISABLE");
+    const json receipt = json::parse(read_file(pkg / "receipt.json"));
+    EXPECT_EQ(receipt["payload"]["rollout"], rollout().to_json());
+    EXPECT_EQ(exp["cubin_sha256"], receipt["payload"]["loaded_artifact_sha256"]);
+    ASSERT_TRUE(r.rollout_recorded);
+    EXPECT_EQ(st.load_session(s.id).promotion->evidence["rollout"], rollout().to_json());
+  }
+}
+
+TEST(TorchExportSoftmax, RefusesUnpromotedDamagedAndFormatTwoSessions) {
+  const Kernel kernel = softmax_kernels().front();
+  TempDir t;
+  const fs::path dir = t.dir() / "store";
+  auto st = store::Store::open(dir.string());
+  // Unpromoted: refused (2), then exported with --allow-unpromoted and marked.
+  const auto pending = write_session(st, store::Decision::kPendingDeviceValidation, kernel);
+  const auto refused = agent::export_torch_package(st, pending.id, t.dir() / "o1", {});
+  EXPECT_EQ(refused.exit_code, 2) << refused.error;
+  EXPECT_TRUE(has(refused.error, "not promoted")) << refused.error;
+  EXPECT_FALSE(fs::exists(t.dir() / "o1" / "kloop_softmax"));
+  agent::TorchExportOptions allow;
+  allow.allow_unpromoted = true;
+  const auto review = agent::export_torch_package(st, pending.id, t.dir() / "o1", allow);
+  ASSERT_TRUE(review.ok) << review.error;
+  EXPECT_TRUE(has(read_file(t.dir() / "o1/kloop_softmax/_config.py"), "PROMOTED = False"));
+  EXPECT_TRUE(has(read_file(t.dir() / "o1/kloop_softmax/__init__.py"), "was NOT promoted"));
+  EXPECT_TRUE(has(read_file(t.dir() / "o1/kloop_softmax/README.md"), "NOT PROMOTED"));
+
+  // A format-2 manifest (the precision corpus's variants entry): refused with the reason (2).
+  const fs::path variants =
+      fs::path(KLOOP_SOURCE_DIR) / softmax_op().folder() / "precision/variants_int32_register_rows";
+  const auto two = write_session(st, store::Decision::kPromoted,
+                                 {kernel.operator_name, read_file(variants / "kernel.cu"),
+                                  read_file(variants / "manifest.json")});
+  const auto r2 = agent::export_torch_package(st, two.id, t.dir() / "o2", {});
+  EXPECT_EQ(r2.exit_code, 2) << r2.error;
+  EXPECT_TRUE(has(r2.error, "format 2")) << r2.error;
+  EXPECT_FALSE(fs::exists(t.dir() / "o2" / "kloop_softmax"));
+
+  // Damaged: the promoted candidate's cubin blob is gone from the store: a store error (the CLI
+  // exits 3), and no package.
+  const auto promoted = write_session(st, store::Decision::kPromoted, kernel);
+  const auto d = st.load_session(promoted.id);
+  const auto* art =
+      d.find_candidate(promoted.candidate_id)->artifact_of(store::ArtifactKind::kCubin);
+  ASSERT_NE(art, nullptr);
+  fs::remove(st.blobs().path(art->sha256));
+  EXPECT_THROW((void)agent::export_torch_package(st, promoted.id, t.dir() / "o3", {}),
+               store::StoreError);
+  EXPECT_FALSE(fs::exists(t.dir() / "o3" / "kloop_softmax"));
+  const auto cli = run({kKloop, "export", std::to_string(promoted.id), "--torch",
+                        (t.dir() / "o4").string(), "--store", dir.string()});
+  EXPECT_EQ(cli.exit_code, 3) << cli.stderr_text;
+  EXPECT_FALSE(fs::exists(t.dir() / "o4" / "kloop_softmax"));
+}
+
+TEST(TorchExportSoftmax, EveryPythonFileCompilesAndShadowIsRefused) {
+  TempDir t;
+  auto st = store::Store::open((t.dir() / "store").string());
+  const auto s = write_session(st, store::Decision::kPromoted, softmax_kernels().back());
+  const auto cli = run({kKloop, "export", std::to_string(s.id), "--torch", (t.dir() / "o").string(),
+                        "--store", (t.dir() / "store").string()});
+  ASSERT_EQ(cli.exit_code, 0) << cli.stderr_text;
+  EXPECT_TRUE(has(cli.stdout_text, "kloop_softmax")) << cli.stdout_text;
+  const std::string python = agent::find_on_path("python3");
+  if (!python.empty()) {
+    int compiled = 0;
+    for (const auto& f : fs::directory_iterator(t.dir() / "o/kloop_softmax")) {
+      if (f.path().extension() != ".py") continue;
+      const auto call =
+          run({python, "-c",
+               "import py_compile, sys; py_compile.compile(sys.argv[1], "
+               "cfile=sys.argv[2], doraise=True)",
+               f.path().string(), (t.dir() / (f.path().filename().string() + "c")).string()});
+      EXPECT_EQ(call.exit_code, 0) << f.path() << ": " << call.stderr_text;
+      ++compiled;
+    }
+    EXPECT_EQ(compiled, 5);
+  }
+  fs::create_directories(t.dir() / "inputs");
+  agent::ShadowOptions o;
+  o.inputs = t.dir() / "inputs";
+  o.python = "/bin/false";
+  const auto shadow = agent::run_shadow(st, s.id, o);
+  EXPECT_EQ(shadow.exit_code, 2) << shadow.reason;
+  EXPECT_TRUE(has(shadow.reason, "no shadow module")) << shadow.reason;
 }

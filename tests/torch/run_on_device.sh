@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # run_on_device.sh KLOOP STORE OUTDIR: the GPU part of issue #10, run after `kloop optimize`.
-# Exports the newest session of STORE as a torch package (with a rollout file), runs the package
-# checks (tests/torch/test_export.py: opcheck, reference match on the case families, routing
-# counters, kill switch, torch.compile), generates LLM-like activations
-# (tests/torch/make_activations.py) and runs `kloop shadow` on them, then signs and verifies the
-# receipt. A session that was not promoted is exported with --allow-unpromoted (said loudly).
+# Exports the newest session of STORE as a torch package (with a rollout file) of the session's
+# operator (`kloop sessions --json`: kloop_rmsnorm for weighted_rmsnorm, kloop_softmax for
+# row_softmax), runs the package checks (tests/torch/test_export.py: opcheck, reference match on
+# the operator's case families, routing counters, kill switch, torch.compile), for RMSNorm
+# generates LLM-like activations (tests/torch/make_activations.py) and runs `kloop shadow` on them
+# (softmax has no shadow module), then signs and verifies the receipt. A session that was not
+# promoted is exported with --allow-unpromoted (said loudly).
 # Everything lands in OUTDIR (logs, package, shadow.json). Exit 0 when every step passed.
 set -uo pipefail
 if [[ $# -ne 3 ]]; then
@@ -24,13 +26,21 @@ PYCLEAN=$OUT/python3-clean
 printf '#!/bin/sh\nexec env -u LD_LIBRARY_PATH python3 "$@"\n' > "$PYCLEAN"
 chmod +x "$PYCLEAN"
 
-ID=$("$KLOOP" sessions --store "$STORE" --json | "$PYCLEAN" -c 'import json,sys; s=json.load(sys.stdin); print(s[0]["id"] if s else "")')
-if [[ -z "$ID" ]]; then
+read -r ID OPERATOR < <("$KLOOP" sessions --store "$STORE" --json | "$PYCLEAN" -c 'import json,sys; s=json.load(sys.stdin); print(s[0]["id"], s[0]["operator"]) if s else print("")')
+if [[ -z "${ID:-}" ]]; then
   echo "run_on_device: no session in $STORE" >&2
   exit 2
 fi
-cat > "$OUT/rollout.json" <<'JSON'
-{"feature_flag_and_scope": "KLOOP_RMSNORM_DISABLE kill switch; canary 1% -> 5% of decode traffic on H200 (sm_90) workers only",
+case "$OPERATOR" in
+  weighted_rmsnorm) PACKAGE=kloop_rmsnorm ;;
+  row_softmax) PACKAGE=kloop_softmax ;;
+  *) echo "run_on_device: session $ID is of operator $OPERATOR, which the torch export does not serve" >&2
+     exit 2 ;;
+esac
+KILL_SWITCH="KLOOP_$(echo "${PACKAGE#kloop_}" | tr '[:lower:]' '[:upper:]')_DISABLE"
+echo "== session $ID: operator $OPERATOR, package $PACKAGE"
+cat > "$OUT/rollout.json" <<JSON
+{"feature_flag_and_scope": "$KILL_SWITCH kill switch; canary 1% -> 5% of decode traffic on H200 (sm_90) workers only",
  "healthy_worker_recovery_and_reference_target": "on a CUDA fault: stop routing, drain, replace the worker process; the torch reference path serves retries",
  "revalidation_policy": "re-run kloop evaluate and shadow on any driver, toolkit, torch or GPU change, and monthly"}
 JSON
@@ -39,7 +49,7 @@ echo "== export session $ID"
 UNPROMOTED=()
 "$KLOOP" export "$ID" --torch "$OUT/pkg" --store "$STORE" --rollout "$OUT/rollout.json" 2>&1 | tee "$OUT/export.log"
 rc=${PIPESTATUS[0]}
-if [[ $rc -eq 1 ]]; then
+if [[ $rc -eq 2 ]] && grep -q "is not promoted" "$OUT/export.log"; then
   echo "NOTE: session $ID is NOT promoted; exporting its frozen candidate with --allow-unpromoted"
   UNPROMOTED=(--allow-unpromoted)
   "$KLOOP" export "$ID" --torch "$OUT/pkg" --store "$STORE" --rollout "$OUT/rollout.json" \
@@ -52,9 +62,13 @@ if [[ $rc -ne 0 ]]; then
 fi
 
 echo "== package checks"
-"$PYCLEAN" "$HERE/test_export.py" "$OUT/pkg" --require-candidate 2>&1 | tee "$OUT/test_export.log"
+"$PYCLEAN" "$HERE/test_export.py" "$OUT/pkg" --package "$PACKAGE" --require-candidate 2>&1 \
+  | tee "$OUT/test_export.log"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 
+if [[ $PACKAGE != kloop_rmsnorm ]]; then
+  echo "== shadow run: skipped ($PACKAGE has no shadow module; kloop shadow reads RMSNorm inputs)"
+else
 echo "== activations and shadow run"
 "$PYCLEAN" "$HERE/make_activations.py" "$OUT/activations" --scale device || status=1
 "$KLOOP" shadow "$ID" --inputs "$OUT/activations" --store "$STORE" "${UNPROMOTED[@]}" --json \
@@ -75,6 +89,7 @@ print(f"shadow {r['status']}: {r.get('reason', '')}; specialisations {rep.get('s
 PY
 cat "$OUT/shadow.err"
 [[ $src -eq 0 ]] || status=1
+fi
 
 echo "== receipt (rollout recorded by the export)"
 rm -f "$OUT/key.json"

@@ -14,73 +14,25 @@
 - Kill switch: KLOOP_RMSNORM_DISABLE=1 (read on every call) routes every call to the reference.
 - stats() returns the per-route counters; reset_stats() clears them.
 """
-import collections
-import json
 import math
-import os
-import pathlib
-import threading
 import warnings
 
 import numpy as np
 import torch
 
-from . import _config
-from ._dispatch import DTYPE_NAMES, collapsed_row_stride, decide, rows_and_width
+from . import _config, _dispatch
+from ._dispatch import (DTYPE_NAMES, KILL_SWITCH_ENV, kill_switch_active, metadata, reset_stats,
+                        stats)
 from ._reference import reference, reference_backward
 
 __all__ = ["weighted_rmsnorm", "reference", "stats", "reset_stats", "metadata",
            "kill_switch_active", "KILL_SWITCH_ENV"]
-
-KILL_SWITCH_ENV = "KLOOP_RMSNORM_DISABLE"
-
-_stats_lock = threading.Lock()
-_counts = collections.Counter()
-_reasons = collections.Counter()
-_specialisations = set()
 
 if not _config.PROMOTED:
     warnings.warn(
         f"kloop_rmsnorm: this package was exported from session {_config.SESSION_ID} whose "
         f"candidate {_config.CANDIDATE_ID} was NOT promoted (status {_config.STATUS}); it is for "
         f"review and testing only, not for deployment", RuntimeWarning, stacklevel=2)
-
-
-def metadata() -> dict:
-    """export.json: session, candidate, promotion status, hashes, dispatch predicate."""
-    return json.loads((pathlib.Path(__file__).parent / "export.json").read_text())
-
-
-def kill_switch_active() -> bool:
-    """True when KLOOP_RMSNORM_DISABLE=1 in the environment (read on every call)."""
-    return os.environ.get(KILL_SWITCH_ENV, "") == "1"
-
-
-def _count(route: str, dtype: torch.dtype, why: str = "") -> None:
-    with _stats_lock:
-        _counts[route] += 1
-        if why:
-            _reasons[why] += 1
-        _specialisations.add(f"{DTYPE_NAMES.get(dtype, str(dtype))}/{route}")
-
-
-def stats() -> dict:
-    """Counters since import or reset_stats(): calls per route (candidate, reference, no_launch,
-    kill_switch, autograd_reference, backward), reference reasons, and the distinct
-    specialisations used ("dtype/route")."""
-    with _stats_lock:
-        out = {k: _counts.get(k, 0) for k in ("candidate", "reference", "no_launch",
-                                               "kill_switch", "autograd_reference", "backward")}
-        out["reference_reasons"] = dict(_reasons)
-        out["specialisations"] = sorted(_specialisations)
-        return out
-
-
-def reset_stats() -> None:
-    with _stats_lock:
-        _counts.clear()
-        _reasons.clear()
-        _specialisations.clear()
 
 
 def _validate(x: torch.Tensor, weight: torch.Tensor, eps: float) -> None:
@@ -118,46 +70,10 @@ def _validate(x: torch.Tensor, weight: torch.Tensor, eps: float) -> None:
                          f"rounding to float32; got {eps!r}")
 
 
-def _reference_out(x, weight, eps):
-    return reference(x, weight, eps).contiguous()
-
-
-def _forward(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    if kill_switch_active():
-        _count("kill_switch", x.dtype, f"{KILL_SWITCH_ENV}=1")
-        return _reference_out(x, weight, eps)
-    route, why = decide(x, weight)
-    if route == "no_launch":
-        _count("no_launch", x.dtype)
-        return x.new_empty(x.shape)
-    if route == "reference":
-        _count("reference", x.dtype, why)
-        return _reference_out(x, weight, eps)
-    from . import _launch  # cuda-python is needed only on the candidate path
-    rows, h = rows_and_width(x)
-    name = DTYPE_NAMES[x.dtype]
-    with torch.cuda.device(x.device):
-        y = x.new_empty(x.shape)
-        align = _config.ALIGNMENT_BYTES
-        if align > 1 and y.data_ptr() % align != 0:
-            why = f"y address (0x{y.data_ptr():x}) is not a multiple of alignment_bytes={align}"
-            _count("reference", x.dtype, why)
-            return _reference_out(x, weight, eps)
-        blocks = _launch.grid_blocks(rows, x.device.index, name, _launch.dynamic_smem(h))
-        if blocks <= 0:
-            why = "the persistent kernel does not fit on an SM (occupancy 0)"
-            _count("reference", x.dtype, why)
-            return _reference_out(x, weight, eps)
-        stride = collapsed_row_stride(x) if rows > 1 else h
-        _launch.launch(x, weight, y, rows, h, stride, eps, name, blocks)
-    _count("candidate", x.dtype)
-    return y
-
-
 @torch.library.custom_op("kloop::weighted_rmsnorm", mutates_args=())
 def _weighted_rmsnorm_op(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     _validate(x, weight, eps)
-    return _forward(x, weight, eps)
+    return _dispatch.forward((x, weight), (eps,), reference)
 
 
 @_weighted_rmsnorm_op.register_fake
@@ -174,8 +90,7 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, grad):
     x, weight = ctx.saved_tensors
-    with _stats_lock:
-        _counts["backward"] += 1
+    _dispatch.count("backward")
     dx, dw = reference_backward(grad, x, weight, ctx.eps)
     return (dx if ctx.needs_input_grad[0] else None,
             dw if ctx.needs_input_grad[1] else None, None)
@@ -190,6 +105,6 @@ def weighted_rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -
     torch.ops.kloop.weighted_rmsnorm. Raises TypeError/ValueError for invalid inputs."""
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
         _validate(x, weight, eps)
-        _count("autograd_reference", x.dtype, "an input requires grad")
+        _dispatch.count("autograd_reference", x.dtype, "an input requires grad")
         return reference(x, weight, eps)
     return torch.ops.kloop.weighted_rmsnorm(x, weight, eps)
