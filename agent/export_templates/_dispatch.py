@@ -100,6 +100,17 @@ def collapsed_row_stride(x: torch.Tensor):
     return width if row_stride is None else row_stride
 
 
+def is_row_major(t: torch.Tensor) -> bool:
+    """Whether `t`'s strides are the row-major ones of its shape, size-1 dims ignored (what
+    Tensor.is_contiguous() answers, from the metadata alone; kernels/tensor.h is_contiguous)."""
+    expect = 1
+    for d in range(t.dim() - 1, -1, -1):
+        if t.shape[d] != 1 and t.stride(d) != expect:
+            return False
+        expect *= t.shape[d]
+    return True
+
+
 def per_rows_blocks(rows: int) -> int:
     rpb = max(1, _config.ROWS_PER_BLOCK)
     return 0 if rows <= 0 else (rows + rpb - 1) // rpb
@@ -131,7 +142,7 @@ def _layout_clause(tensors, rows: int, width: int) -> str:
             return (f"{name}_rows is contiguous but the row stride is {row_stride} "
                     f"({_AXIS}={width})")
     for (_, name, batched), t in zip(_INPUTS, tensors):
-        if not batched and not (width <= 1 or t.is_contiguous()):
+        if not batched and not (width <= 1 or is_row_major(t)):
             return f"{name} is not contiguous"
     return ""
 
@@ -161,6 +172,10 @@ def _alignment_clause(tensors, rows: int, width: int, y_ptr) -> str:
 def decide(*tensors, y_ptr=None):
     """The dispatch decision for validated inputs (the declaration's input tensors in order);
     y_ptr (the fresh output's address) is checked for alignment when given."""
+    if len(tensors) != len(_INPUTS):
+        raise TypeError(f"decide takes the {len(_INPUTS)} input tensor(s) "
+                        f"{[n for _, n, _ in _INPUTS]} and y_ptr= by keyword; got "
+                        f"{len(tensors)} positional argument(s)")
     x = tensors[0]
     rows, width = rows_and_width(x)
     if rows == 0:

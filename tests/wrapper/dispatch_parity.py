@@ -76,7 +76,7 @@ def main():
         CAPABILITY[0] = tuple(c["capability"])
         x = FakeTensor(c["shape"], c["strides"], c["dtype"], c["x_ptr"])
         w = FakeTensor([c["shape"][-1]], [c["w_stride"]], c["dtype"], c["w_ptr"])
-        out.append(list(_dispatch.decide(x, w, c["y_ptr"])))
+        out.append(list(_dispatch.decide(x, w, y_ptr=c["y_ptr"])))
     json.dump(out, sys.stdout)
 
 
