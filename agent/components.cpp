@@ -137,12 +137,21 @@ holdout::HoldoutResult holdout_result_from(const evaluator::GpuRunResult& run) {
 
 void check_devices_syntax(const std::string& spec) {
   if (spec == "all" || spec == "none") return;
-  for (const auto& item : split_list(spec))
+  std::vector<std::string> seen;
+  for (const auto& item : split_list(spec)) {
     if (!is_index(item) && !is_uuid(item))
       throw DeviceSelectionError(fmt::format(
           "--devices {}: '{}' is not a device; give all, none, or a comma list of device indices "
           "(0,1) or GPU UUIDs (GPU-...)",
           spec, item));
+    // The same text twice, whether or not this machine has the device (select_devices also
+    // catches an index and a UUID that name one device).
+    const std::string canonical = is_index(item) ? std::to_string(std::stoi(item)) : item;
+    if (std::find(seen.begin(), seen.end(), canonical) != seen.end())
+      throw DeviceSelectionError(fmt::format(
+          "--devices {}: device '{}' is named twice; name each device once", spec, item));
+    seen.push_back(canonical);
+  }
 }
 
 std::vector<std::string> select_devices(const std::string& spec, int count,

@@ -41,7 +41,8 @@ public:
   using std::runtime_error::runtime_error;
 };
 
-// Checks the syntax of a `--devices` value (no device count needed); throws DeviceSelectionError.
+// Checks the syntax of a `--devices` value (no device count needed): every entry an index or a
+// UUID, none named twice ("0,00" counts as twice); throws DeviceSelectionError.
 void check_devices_syntax(const std::string& spec);
 
 // The CUDA_VISIBLE_DEVICES value of every device `spec` selects among `count` visible devices.

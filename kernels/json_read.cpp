@@ -28,6 +28,8 @@ public:
   }
   bool key(string_t& k) override {
     frames_.back().key = k;
+    if (out_.duplicate_key.empty() && stack_.back()->contains(k))
+      out_.duplicate_key = current_path();
     return true;
   }
   bool end_object() override { return close(); }

@@ -22,6 +22,10 @@ struct JsonRead {
   bool number_overflow = false;
   std::string path;
   bool top_level_object = false; // the text opens with an object (whether or not it read)
+  // The JSON path of the first member whose key its object already holds ("launch.grid"), ""
+  // when every key is unique. The document still reads (RFC 8259 leaves duplicate names
+  // undefined; nlohmann keeps the last value), so a caller that must not guess rejects it.
+  std::string duplicate_key;
 };
 
 // Parses all of `text` as one JSON value (nlohmann's grammar: no comments, no trailing commas).

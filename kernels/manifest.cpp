@@ -476,6 +476,13 @@ ManifestParse parse_manifest(const Declaration& decl, std::string_view manifest_
                                         read.error));
     return finish();
   }
+  if (!read.duplicate_key.empty()) {
+    c.fail(read.duplicate_key,
+           fmt::format("'{}' is given twice in manifest.json; JSON readers disagree on which one "
+                       "counts, so write each key once",
+                       read.duplicate_key));
+    return finish();
+  }
   json doc = std::move(*read.value);
   if (!doc.is_object()) {
     c.fail("manifest.json",

@@ -45,6 +45,10 @@ TEST(SelectDevicesTest, BadValuesAreUsageErrorsNamingTheEntry) {
   EXPECT_NE(message("0,", 2).find("'' is not a device"), std::string::npos);
   EXPECT_NE(message("-1", 2).find("'-1' is not a device"), std::string::npos);
   EXPECT_THROW(check_devices_syntax("0;1"), DeviceSelectionError);
+  // Named twice is a syntax error, also where no device exists (a CPU machine).
+  EXPECT_NE(message("0,0", 0).find("named twice"), std::string::npos) << message("0,0", 0);
+  EXPECT_THROW(check_devices_syntax("1,01"), DeviceSelectionError);
+  EXPECT_THROW(check_devices_syntax("GPU-a1b2,GPU-a1b2"), DeviceSelectionError);
   EXPECT_NO_THROW(check_devices_syntax("all"));
   EXPECT_NO_THROW(check_devices_syntax("0,1"));
 }

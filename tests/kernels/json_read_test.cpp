@@ -43,6 +43,33 @@ TEST(JsonReadTest, SyntaxErrorsAreValues) {
   }
 }
 
+TEST(JsonReadTest, NamesTheFirstKeyGivenTwiceInOneObject) {
+  for (const auto& [text, path] :
+       {std::pair<const char*, const char*>{R"({"a": 1, "a": 2})", "a"},
+        {R"({"launch": {"grid": "per_rows", "block_threads": 256, "grid": "persistent"}})",
+         "launch.grid"},
+        {R"({"v": [{"k": 1}, {"k": 2, "k": 3}], "v2": {"x": 0, "x": 1}})", "v[1].k"}}) {
+    const auto r = read_json(text);
+    ASSERT_TRUE(r.value) << text << ": " << r.error;
+    EXPECT_EQ(r.duplicate_key, path) << text;
+  }
+  // The same key in different objects is no duplicate.
+  const auto r = read_json(R"({"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 3}, {"k": 4}]})");
+  ASSERT_TRUE(r.value);
+  EXPECT_EQ(r.duplicate_key, "");
+}
+
+TEST(JsonReadTest, ManifestWithAKeyGivenTwiceIsAFieldError) {
+  const auto parsed = op::parse_manifest(
+      rmsnorm::declaration(),
+      R"({"contract":"weighted_rmsnorm/1","launch":{"block_threads":256,"block_threads":512}})");
+  EXPECT_FALSE(parsed.manifest);
+  ASSERT_EQ(parsed.errors.size(), 1u);
+  EXPECT_EQ(parsed.errors[0].field, "launch.block_threads");
+  EXPECT_NE(parsed.errors[0].message.find("given twice"), std::string::npos)
+      << parsed.errors[0].message;
+}
+
 TEST(JsonReadTest, ManifestNumberOverflowIsAFieldError) {
   const auto parsed =
       op::parse_manifest(rmsnorm::declaration(),
