@@ -264,10 +264,7 @@ op::Manifest exportable_manifest(const op::Operator& op, const std::string& mani
 
 // The operator a manifest names in its "contract" field, or throws std::invalid_argument.
 const op::Operator& manifest_operator(const std::string& manifest_text) {
-  const json j = json::parse(manifest_text, nullptr, false);
-  const std::string id = j.is_object() && j.contains("contract") && j["contract"].is_string()
-                             ? j["contract"].get<std::string>()
-                             : "";
+  const std::string id = op::manifest_contract(manifest_text);
   const op::Operator* op = op::find_operator(id);
   if (!op)
     throw std::invalid_argument(fmt::format("manifest.json's contract `{}` names no operator "

@@ -37,11 +37,7 @@ store::ReplayOutcome reevaluate(const store::ReplayCandidate& c) {
   cand.manifest_file_bytes = c.manifest.size();
   // The operator the stored manifest's contract names. A manifest that names none fails the
   // contract gate (as when it was recorded), so no device gate and no baseline is needed for it.
-  const nlohmann::json manifest = nlohmann::json::parse(c.manifest, nullptr, false);
-  const op::Operator* op =
-      manifest.is_object() && manifest.contains("contract") && manifest["contract"].is_string()
-          ? op::find_operator(manifest["contract"].get<std::string>())
-          : nullptr;
+  const op::Operator* op = op::find_operator(op::manifest_contract(c.manifest));
   evaluator::NoDeviceGates contract_only;
   auto evaluation =
       op ? device->evaluator(*op).evaluate(cand)

@@ -82,6 +82,12 @@ const Operator* find_operator(std::string_view name) {
   return nullptr;
 }
 
+std::string manifest_contract(std::string_view manifest_text) {
+  const nlohmann::json doc = nlohmann::json::parse(manifest_text, nullptr, false);
+  const auto it = doc.is_object() ? doc.find("contract") : doc.end();
+  return doc.is_object() && it != doc.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 std::string operator_names() {
   std::string out;
   for (const Operator* o : operators())

@@ -22,6 +22,10 @@ std::span<const Operator* const> operators();
 // its contract id ("weighted_rmsnorm/1"); nullptr when none matches.
 const Operator* find_operator(std::string_view name);
 
+// A manifest's "contract" field ("weighted_rmsnorm/1"); "" when the text is not a JSON object or
+// has no string "contract". find_operator(manifest_contract(text)) is the operator it names.
+std::string manifest_contract(std::string_view manifest_text);
+
 // "rmsnorm, softmax": for error messages that list what is available.
 std::string operator_names();
 
